@@ -1,0 +1,4 @@
+//! The `promptforge` command line.
+#![forbid(unsafe_code)]
+
+fn main() {}

@@ -1,0 +1,40 @@
+//! Tools: the [`Tool`] trait every model-callable capability implements, its identity
+//! ([`ToolId`]), its output ([`ToolOutput`], trust-marked at construction) and its error
+//! ([`ToolError`]).
+//!
+//! A tool is dispatched uniformly whether it runs in-process (`web_fetch`, a Lua local tool)
+//! or proxies through a gateway (`web_search`): the tool loop sees only this trait.
+
+mod error;
+mod id;
+mod output;
+
+pub use error::{ToolError, ToolErrorKind};
+pub use id::ToolId;
+pub use output::ToolOutput;
+
+use async_trait::async_trait;
+
+/// A capability a model can call during the tool loop.
+///
+/// Implementations must be cheap to share (`Send + Sync`); the runtime holds them behind an
+/// `Arc`. Cancellation is cooperative: the runtime drops the future returned by
+/// [`Tool::call`] when the run is cancelled, so a tool should not rely on running to
+/// completion.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The stable, structural identity of the tool.
+    fn id(&self) -> &ToolId;
+
+    /// The name the model sees and calls; matches `[A-Za-z0-9_.-]+`.
+    fn wire_name(&self) -> &str;
+
+    /// The prose description the model sees (and the tool picker embeds).
+    fn description(&self) -> &str;
+
+    /// The JSON Schema of the tool's arguments object.
+    fn parameters(&self) -> &serde_json::Value;
+
+    /// Runs the tool with the raw JSON arguments string the model produced.
+    async fn call(&self, arguments: &str) -> Result<ToolOutput, ToolError>;
+}
