@@ -1,4 +1,127 @@
-//! The `promptforge` command line.
+//! The `promptforge` command line: `promptforge run <file.md> [input]`.
+//!
+//! The result alone goes to stdout; every diagnostic goes to stderr. Exit status: 0 on
+//! success, 1 when the prompt fails (parse or run), 2 for usage and environment errors,
+//! 130 when interrupted.
 #![forbid(unsafe_code)]
 
-fn main() {}
+mod gateway_env;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use promptforge_core::{
+    CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef,
+    promptforge_version,
+};
+
+/// Run PromptForge prompts: Markdown files whose Lua steers and whose prose goes to a model.
+#[derive(Parser)]
+#[command(name = "promptforge", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a prompt file and print its result on stdout.
+    ///
+    /// Gateway access comes from PROMPTFORGE_GATEWAY_URL and PROMPTFORGE_GATEWAY_API_KEY
+    /// (both or neither); credentials are never flags.
+    Run {
+        /// The prompt file (Markdown with a `promptforge:` frontmatter version).
+        file: PathBuf,
+        /// The input, passed to the prompt as `args` verbatim.
+        input: Option<String>,
+    },
+}
+
+/// A failure with its exit status.
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    fn prompt(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run { file, input } => run(&file, input.as_deref().unwrap_or("")),
+    };
+    match outcome {
+        Ok(result) => {
+            let mut stdout = std::io::stdout().lock();
+            let newline = if stdout.is_terminal() && !result.ends_with('\n') { "\n" } else { "" };
+            match write!(stdout, "{result}{newline}").and_then(|()| stdout.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    report(&format!("cannot write the result: {error}"));
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Err(failure) => {
+            report(&failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+}
+
+fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
+    let _mode = gateway_env::Mode::from_env().map_err(Failure::usage)?;
+    let shown = file.display().to_string();
+    let source = std::fs::read_to_string(file)
+        .map_err(|error| Failure::usage(format!("cannot read {shown}: {error}")))?;
+    if promptforge_version(&source).is_none() {
+        return Err(Failure::prompt(format!(
+            "{shown} is not a promptforge prompt: its frontmatter declares no `promptforge:` version"
+        )));
+    }
+    let execution = format!("cli-{}", std::process::id());
+    let prompt = Prompt::parse_named(&shown, &source, &execution, &NullObserver)
+        .map_err(|error| Failure::prompt(error.to_string()))?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| Failure::prompt(format!("cannot start the async runtime: {error}")))?;
+    runtime.block_on(async {
+        let cancel = CancelHandle::new();
+        let on_interrupt = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_interrupt.cancel();
+            }
+        });
+        let store = StoreRef::memory();
+        let config = RunConfig::new(execution).cancel(cancel);
+        promptforge_core::run(&prompt, input, ResolutionContext::empty(), &store, config)
+            .await
+            .map_err(|error| Failure {
+                code: if error.is_cancelled() { 130 } else { 1 },
+                message: error.to_string(),
+            })
+    })
+}

@@ -1,0 +1,261 @@
+//! The host functions a unit's Lua sees: `store.*`, `log`, `untrusted`, `jump`, `execute`,
+//! `fanout` and `list_from_section`.
+
+use std::sync::Arc;
+
+use mlua::{Lua, Table, Value};
+use serde_json::Value as Json;
+
+use super::unit::{Phase, Unit};
+use super::values::{raise, to_json};
+use super::{Target, WalkEnd, WalkState, deeper, fanout, vm, walk};
+use crate::error::{RunError, RunErrorKind};
+use crate::observe::Observation;
+
+/// The longest `log()` message, in Unicode scalar values.
+const MAX_LOG_CHARS: usize = 256;
+
+pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
+    let globals = lua.globals();
+    globals.set("store", store_table(lua, unit)?)?;
+
+    let log_unit = Arc::clone(unit);
+    globals.set(
+        "log",
+        lua.create_function(move |lua, message: String| {
+            check_log(&message).map_err(|e| raise(lua, e))?;
+            if log_unit.run.take_log_slot() {
+                log_unit.run.observe(
+                    &log_unit.heading,
+                    Observation::LuaLog {
+                        id: log_unit.id,
+                        message: &message,
+                    },
+                );
+            }
+            Ok(())
+        })?,
+    )?;
+
+    let nonce = unit.run.nonce.clone();
+    globals.set(
+        "untrusted",
+        lua.create_function(move |_, text: String| Ok(crate::envelope::wrap(&text, &nonce)))?,
+    )?;
+
+    let jump_unit = Arc::clone(unit);
+    globals.set(
+        "jump",
+        lua.create_async_function(move |lua, address: String| {
+            let unit = Arc::clone(&jump_unit);
+            let checked = if unit.phase() == Phase::SharedLoad {
+                Err(RunError::new(
+                    RunErrorKind::Control,
+                    "jump is not available during shared library load",
+                ))
+            } else {
+                unit.resolve(&address)
+            };
+            let checked = checked.map_err(|e| raise(&lua, e));
+            async move {
+                unit.request_jump(checked?);
+                // The walk drops this VM as soon as it sees the pending jump.
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+        })?,
+    )?;
+
+    let exec_unit = Arc::clone(unit);
+    globals.set(
+        "execute",
+        lua.create_async_function(move |lua, (address, input): (String, Value)| {
+            let unit = Arc::clone(&exec_unit);
+            let prepared = prepare_execute(&lua, &unit, &address, input).map_err(|e| raise(&lua, e));
+            async move {
+                let (target, mut state, depth) = prepared?;
+                let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
+                let end = walk(&ctx, target.section(), true, &mut state)
+                    .await
+                    .map_err(mlua::Error::external)?;
+                let reply = match end {
+                    WalkEnd::Returned(value) => Some(value),
+                    WalkEnd::Exhausted => state.reply,
+                };
+                Ok(reply)
+            }
+        })?,
+    )?;
+
+    let fan_unit = Arc::clone(unit);
+    globals.set(
+        "fanout",
+        lua.create_async_function(move |lua, (address, collection): (String, Value)| {
+            let unit = Arc::clone(&fan_unit);
+            let prepared = fanout::prepare(&lua, &unit, &address, collection)
+                .map_err(|e| raise(&lua, e));
+            async move {
+                let plan = prepared?;
+                let results = fanout::run(&unit, plan).await.map_err(mlua::Error::external)?;
+                fanout::results_table(&lua, results)
+            }
+        })?,
+    )?;
+
+    let list_unit = Arc::clone(unit);
+    globals.set(
+        "list_from_section",
+        lua.create_function(move |lua, address: String| {
+            let data = &list_unit.run.prompt.data;
+            let target = list_unit.resolve(&address).map_err(|e| raise(lua, e))?;
+            let items = &data.sections[target.section()].items;
+            if items.is_empty() {
+                return Err(raise(
+                    lua,
+                    RunError::new(
+                        RunErrorKind::Control,
+                        format!("section `{address}` has no list items (bullets or numbered lines)"),
+                    ),
+                ));
+            }
+            lua.create_sequence_from(items.iter().map(String::as_str))
+        })?,
+    )?;
+    Ok(())
+}
+
+/// Validates an `execute` call and builds the chain's starting state.
+fn prepare_execute(
+    lua: &Lua,
+    unit: &Arc<Unit>,
+    address: &str,
+    input: Value,
+) -> Result<(Target, WalkState, u32), RunError> {
+    let target = unit.resolve(address)?;
+    let depth = deeper(unit.depth)?;
+    let args = match input {
+        Value::Nil => Json::String(String::new()),
+        other => to_json(lua, other, "execute's input")?,
+    };
+    let state = WalkState {
+        var: vm::var_snapshot(lua)?,
+        reply: None,
+        args,
+    };
+    Ok((target, state, depth))
+}
+
+fn check_log(message: &str) -> Result<(), RunError> {
+    let chars = message.chars().count();
+    if chars > MAX_LOG_CHARS {
+        return Err(RunError::new(
+            RunErrorKind::Lua,
+            format!("log() messages are at most {MAX_LOG_CHARS} characters; this one has {chars}"),
+        ));
+    }
+    if message.chars().any(char::is_control) {
+        return Err(RunError::new(
+            RunErrorKind::Lua,
+            "log() messages are one line: no newlines or control characters",
+        ));
+    }
+    Ok(())
+}
+
+fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    let store = || unit.run.store.clone();
+    let fail = |lua: &Lua, e: crate::store::StoreError| raise(lua, RunError::from(e));
+
+    let (s, u) = (store(), Arc::clone(unit));
+    table.set(
+        "write",
+        lua.create_function(move |lua, (path, contents): (String, String)| {
+            u.scopes.record_write(&path).map_err(|e| fail(lua, e))?;
+            s.write(&path, &contents).map_err(|e| fail(lua, e))?;
+            u.run.observe(&u.heading, Observation::StoreWrite { operation: "write", path: &path });
+            Ok(())
+        })?,
+    )?;
+    let (s, u) = (store(), Arc::clone(unit));
+    table.set(
+        "append",
+        lua.create_function(move |lua, (path, contents): (String, String)| {
+            s.append(&path, &contents).map_err(|e| fail(lua, e))?;
+            u.run.observe(&u.heading, Observation::StoreWrite { operation: "append", path: &path });
+            Ok(())
+        })?,
+    )?;
+    let s = store();
+    table.set(
+        "read",
+        lua.create_function(move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
+            match (start, end) {
+                (None, None) => s.read(&path),
+                _ => {
+                    let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
+                    s.read_lines(&path, start, end)
+                }
+            }
+            .map_err(|e| fail(lua, e))
+        })?,
+    )?;
+    let s = store();
+    table.set(
+        "read_numbered",
+        lua.create_function(move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
+            let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
+            s.read_numbered(&path, start, end).map_err(|e| fail(lua, e))
+        })?,
+    )?;
+    let (s, u) = (store(), Arc::clone(unit));
+    table.set(
+        "str_replace",
+        lua.create_function(move |lua, (path, old, new): (String, String, String)| {
+            s.str_replace(&path, &old, &new).map_err(|e| fail(lua, e))?;
+            u.run.observe(
+                &u.heading,
+                Observation::StoreWrite { operation: "str_replace", path: &path },
+            );
+            Ok(())
+        })?,
+    )?;
+    let s = store();
+    table.set(
+        "glob",
+        lua.create_function(move |lua, pattern: String| {
+            let paths = s.glob(&pattern).map_err(|e| fail(lua, e))?;
+            lua.create_sequence_from(paths)
+        })?,
+    )?;
+    let s = store();
+    table.set(
+        "exists",
+        lua.create_function(move |lua, path: String| s.exists(&path).map_err(|e| fail(lua, e)))?,
+    )?;
+    let (s, u) = (store(), Arc::clone(unit));
+    table.set(
+        "delete",
+        lua.create_function(move |lua, path: String| {
+            s.delete(&path).map_err(|e| fail(lua, e))?;
+            u.run.observe(&u.heading, Observation::StoreWrite { operation: "delete", path: &path });
+            Ok(())
+        })?,
+    )?;
+    Ok(table)
+}
+
+/// Converts optional Lua line bounds; a missing start means line 1.
+fn bounds(start: Option<i64>, end: Option<i64>) -> Result<(usize, Option<usize>), RunError> {
+    let line = |value: i64, which: &str| {
+        usize::try_from(value).ok().filter(|&v| v >= 1).ok_or_else(|| {
+            RunError::new(
+                RunErrorKind::Store,
+                format!("the {which} line must be 1 or more, got {value}"),
+            )
+        })
+    };
+    let start = start.map_or(Ok(1), |v| line(v, "start"))?;
+    let end = end.map(|v| line(v, "end")).transpose()?;
+    Ok((start, end))
+}

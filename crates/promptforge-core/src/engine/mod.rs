@@ -1,0 +1,354 @@
+//! The executor: the H1 preamble, the section walk, `jump`, `execute` chains and fanout arms.
+//!
+//! A run is a tree of *execution units*: the H1 region (id 0), every section entry and every
+//! fanout arm. Each unit gets a fresh sandboxed Lua VM ([`vm`]). Walks move through one
+//! level of sibling sections; `var` and `reply` travel with the walk as JSON and text.
+
+mod api;
+mod fanout;
+mod render;
+mod unit;
+mod values;
+mod vm;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Instant, SystemTime};
+
+use serde_json::{Map, Value as Json};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{RunError, RunErrorKind};
+use crate::limits::{MAX_NESTING, RunConfig, RunLimits};
+use crate::observe::{Observation, Observer};
+use crate::prompt::{Block, Prompt, SectionId};
+use crate::resolve::ResolutionContext;
+use crate::store::StoreRef;
+
+pub(crate) use unit::{Scopes, Unit};
+
+/// Runs a parsed prompt with `input` as `args` and returns its result.
+///
+/// The H1 region runs once, then the top-level sections walk top to bottom. The result is
+/// the value of the first top-level `return`; a run that falls off its last section returns
+/// the frontmatter's `default_return`, else the last reply, else `"done"`.
+///
+/// Must be awaited inside a tokio runtime; fanout arms run as tokio tasks, in parallel on
+/// a multi-threaded runtime.
+pub async fn run(
+    prompt: &Prompt,
+    input: &str,
+    resolution: ResolutionContext<'_>,
+    store: &StoreRef,
+    config: RunConfig,
+) -> Result<String, RunError> {
+    let _ = resolution;
+    let started = Instant::now();
+    let run = Arc::new(Run::new(prompt.clone(), store.clone(), &config));
+    let observer = Arc::clone(&run.observer);
+    observer.observe(
+        &run.execution,
+        "",
+        Observation::RunStarted {
+            prompt: prompt.name(),
+        },
+    );
+    let token = run.cancel.clone();
+    let result = tokio::select! {
+        result = execute_run(&run, input) => result,
+        () = token.cancelled() => Err(RunError::cancelled()),
+    };
+    match &result {
+        Ok(value) => observer.observe(
+            &run.execution,
+            "",
+            Observation::RunSucceeded {
+                result: value,
+                elapsed: started.elapsed(),
+            },
+        ),
+        Err(error) => observer.observe(&run.execution, "", Observation::RunFailed { error }),
+    }
+    result
+}
+
+/// State shared by every unit of one run.
+pub(crate) struct Run {
+    pub(crate) prompt: Prompt,
+    pub(crate) store: StoreRef,
+    pub(crate) observer: Arc<dyn Observer>,
+    pub(crate) execution: String,
+    pub(crate) limits: RunLimits,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) launched: String,
+    pub(crate) nonce: String,
+    next_id: AtomicU64,
+    sections_entered: AtomicU64,
+    log_events: AtomicU32,
+}
+
+impl Run {
+    fn new(prompt: Prompt, store: StoreRef, config: &RunConfig) -> Self {
+        Self {
+            prompt,
+            store,
+            observer: Arc::clone(&config.observer),
+            execution: config.execution.clone(),
+            limits: config.limits.clone(),
+            cancel: config.cancel.token().clone(),
+            launched: rfc3339(SystemTime::now()),
+            nonce: crate::envelope::new_nonce(),
+            next_id: AtomicU64::new(1),
+            sections_entered: AtomicU64::new(0),
+            log_events: AtomicU32::new(0),
+        }
+    }
+
+    /// Takes the next execution-unit id and counts a section entry.
+    fn enter(&self) -> Result<(u64, u64), RunError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let entered = self.sections_entered.fetch_add(1, Ordering::Relaxed) + 1;
+        if entered > self.limits.max_section_entries.get() {
+            return Err(RunError::new(
+                RunErrorKind::Limit,
+                format!(
+                    "the run entered more than {} sections; is a `jump` cycle missing its exit?",
+                    self.limits.max_section_entries
+                ),
+            ));
+        }
+        Ok((id, entered))
+    }
+
+    /// Whether one more `log()` checkpoint may be reported.
+    pub(crate) fn take_log_slot(&self) -> bool {
+        self.log_events.fetch_add(1, Ordering::Relaxed) < self.limits.lua_log_events.get()
+    }
+
+    pub(crate) fn observe(&self, section: &str, event: Observation<'_>) {
+        self.observer.observe(&self.execution, section, event);
+    }
+}
+
+pub(crate) fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// The state a walk carries from section to section.
+#[derive(Debug, Clone)]
+pub(crate) struct WalkState {
+    pub(crate) var: Map<String, Json>,
+    pub(crate) reply: Option<String>,
+    pub(crate) args: Json,
+}
+
+/// How a unit's blocks ended.
+#[derive(Debug)]
+pub(crate) enum UnitEnd {
+    /// Every block ran: fall through.
+    Fallthrough,
+    /// A block returned a value.
+    Returned(String),
+    /// A block called `jump`.
+    Jump(Target),
+}
+
+/// How a walk ended.
+#[derive(Debug)]
+pub(crate) enum WalkEnd {
+    /// A `return` fired.
+    Returned(String),
+    /// The level ran out of sections; the reply is in the walk state.
+    Exhausted,
+}
+
+/// A resolved section address, relative to the section that named it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    /// A sibling: the walk moves within the same level.
+    Sibling { section: SectionId },
+    /// A direct child: a child-level walk starts.
+    Child { section: SectionId },
+}
+
+impl Target {
+    pub(crate) fn section(self) -> SectionId {
+        match self {
+            Self::Sibling { section } | Self::Child { section } => section,
+        }
+    }
+}
+
+/// Where a walk happens: which unit context spawns its sections.
+#[derive(Clone)]
+pub(crate) struct WalkCtx {
+    pub(crate) run: Arc<Run>,
+    pub(crate) depth: u32,
+    pub(crate) scopes: Scopes,
+    pub(crate) cancel: CancellationToken,
+}
+
+async fn execute_run(run: &Arc<Run>, input: &str) -> Result<String, RunError> {
+    let mut state = WalkState {
+        var: Map::new(),
+        reply: None,
+        args: Json::String(input.to_owned()),
+    };
+    let ctx = WalkCtx {
+        run: Arc::clone(run),
+        depth: 0,
+        scopes: Scopes::default(),
+        cancel: run.cancel.clone(),
+    };
+    let h1 = Unit::h1(&ctx, &state);
+    let blocks = &run.prompt.data.h1_blocks;
+    let end = run_unit(&h1, blocks, &mut state).await?;
+    let walked = match end {
+        UnitEnd::Returned(value) => return Ok(value),
+        UnitEnd::Jump(target) => walk(&ctx, target.section(), true, &mut state).await?,
+        UnitEnd::Fallthrough => match run.prompt.data.roots.first() {
+            Some(&first) => walk(&ctx, first, false, &mut state).await?,
+            None => WalkEnd::Exhausted,
+        },
+    };
+    Ok(match walked {
+        WalkEnd::Returned(value) => value,
+        WalkEnd::Exhausted => fall_off_result(&run.prompt, state.reply),
+    })
+}
+
+fn fall_off_result(prompt: &Prompt, reply: Option<String>) -> String {
+    prompt
+        .frontmatter()
+        .default_return()
+        .map(str::to_owned)
+        .or(reply)
+        .unwrap_or_else(|| "done".to_owned())
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Walks one level: the siblings of `start` (the children of its parent), beginning at
+/// `start`. `forced` runs `start` even when it is off the walk (it was addressed).
+pub(crate) fn walk<'a>(
+    ctx: &'a WalkCtx,
+    start: SectionId,
+    forced: bool,
+    state: &'a mut WalkState,
+) -> BoxFuture<'a, Result<WalkEnd, RunError>> {
+    Box::pin(async move {
+        let prompt = ctx.run.prompt.clone();
+        let data = &prompt.data;
+        let level = unit::level_of(data, start);
+        let Some(mut index) = level.iter().position(|&s| s == start) else {
+            return Err(RunError::new(
+                RunErrorKind::Control,
+                "internal: walk start is not in its level",
+            ));
+        };
+        let mut forced = forced;
+        while let Some(&section) = level.get(index) {
+            if data.sections[section].off_walk && !forced {
+                index += 1;
+                continue;
+            }
+            forced = false;
+            let unit = Unit::section(ctx, section, state, None)?;
+            let end = run_unit(&unit, &data.sections[section].blocks, state).await?;
+            match end {
+                UnitEnd::Fallthrough => index += 1,
+                UnitEnd::Returned(value) => return Ok(WalkEnd::Returned(value)),
+                UnitEnd::Jump(Target::Sibling { section: target }) => {
+                    index = level.iter().position(|&s| s == target).unwrap_or(level.len());
+                    forced = true;
+                }
+                UnitEnd::Jump(Target::Child { section: child }) => {
+                    // A child-level walk; the parent resumes after the jumper with the
+                    // child walk's last reply (a `return` there ends only the child walk).
+                    if let WalkEnd::Returned(value) =
+                        walk(ctx, child, true, state).await?
+                    {
+                        state.reply = Some(value);
+                    }
+                    index += 1;
+                }
+            }
+        }
+        Ok(WalkEnd::Exhausted)
+    })
+}
+
+/// Runs one unit: a fresh VM, the shared library replay, then the blocks in order.
+pub(crate) async fn run_unit(
+    unit: &Arc<Unit>,
+    blocks: &[Block],
+    state: &mut WalkState,
+) -> Result<UnitEnd, RunError> {
+    let heading = unit.heading.clone();
+    unit.run.observe(&heading, Observation::SectionStarted { id: unit.id });
+    let result = run_blocks(unit, blocks, state)
+        .await
+        .map_err(|error| error.in_section(&heading));
+    unit.run.observe(&heading, Observation::SectionFinished { id: unit.id });
+    result
+}
+
+async fn run_blocks(
+    unit: &Arc<Unit>,
+    blocks: &[Block],
+    state: &mut WalkState,
+) -> Result<UnitEnd, RunError> {
+    let vm = vm::Vm::new(unit, state)?;
+    unit.set_phase(unit::Phase::SharedLoad);
+    for chunk in &unit.run.prompt.data.shared {
+        vm.call_chunk(unit, chunk).await?;
+    }
+    unit.set_phase(unit::Phase::Body);
+    let mut end = UnitEnd::Fallthrough;
+    for block in blocks {
+        match block {
+            Block::Lua(chunk) => match vm.call_chunk(unit, chunk).await? {
+                vm::ChunkEnd::Value(None) => {}
+                vm::ChunkEnd::Value(Some(value)) => {
+                    end = UnitEnd::Returned(value);
+                    break;
+                }
+                vm::ChunkEnd::Jump(target) => {
+                    end = UnitEnd::Jump(target);
+                    break;
+                }
+            },
+            Block::Prose(prose) => {
+                let text = render::render(vm.lua(), unit, prose)?;
+                if !text.trim().is_empty() {
+                    return Err(RunError::new(
+                        RunErrorKind::NoModel,
+                        format!(
+                            "{}:{}: this section has prose for the model but no model is bound; \
+                             declare one with models.default(alias, description) in the H1 or \
+                             select one with models.use(alias)",
+                            unit.run.prompt.origin(),
+                            prose.line
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    vm.save(state)?;
+    Ok(end)
+}
+
+/// Checks the execute/fanout nesting cap for a unit about to nest one level deeper.
+pub(crate) fn deeper(depth: u32) -> Result<u32, RunError> {
+    let next = depth + 1;
+    if next > MAX_NESTING {
+        return Err(RunError::new(
+            RunErrorKind::Limit,
+            format!("execute and fanout nest at most {MAX_NESTING} levels deep"),
+        ));
+    }
+    Ok(next)
+}

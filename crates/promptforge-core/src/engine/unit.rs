@@ -1,0 +1,272 @@
+//! Execution units and section addressing.
+
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::Value as Json;
+use tokio_util::sync::CancellationToken;
+
+use super::{Run, Target, WalkCtx, WalkState, rfc3339};
+use crate::error::{RunError, RunErrorKind};
+use crate::prompt::{PromptData, SectionId, heading};
+use crate::store::StoreError;
+
+/// What a unit's VM is doing, for the calls that depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Phase {
+    /// Replaying the `lua shared` library.
+    SharedLoad = 0,
+    /// Running the unit's own blocks.
+    Body = 1,
+}
+
+/// The fanout write registries enclosing a unit, innermost last: (registry, arm index).
+#[derive(Clone, Default)]
+pub(crate) struct Scopes(Arc<Vec<(Arc<WriteRegistry>, usize)>>);
+
+/// The paths written by the arms of one fanout.
+#[derive(Default)]
+pub(crate) struct WriteRegistry {
+    writers: Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl Scopes {
+    /// The scopes of an arm of a new fanout with `registry`.
+    pub(crate) fn enter(&self, registry: &Arc<WriteRegistry>, arm: usize) -> Self {
+        let mut chain = (*self.0).clone();
+        chain.push((Arc::clone(registry), arm));
+        Self(Arc::new(chain))
+    }
+
+    /// Records a `store.write` to `path`; two arms of one fanout writing it is an error.
+    pub(crate) fn record_write(&self, path: &str) -> Result<(), StoreError> {
+        for (registry, arm) in self.0.iter() {
+            let mut writers = registry
+                .writers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match writers.get(path) {
+                Some(&other) if other != *arm => {
+                    let (first, second) = (other.min(*arm), other.max(*arm));
+                    return Err(StoreError::write_conflict(path, first, second));
+                }
+                Some(_) => {}
+                None => {
+                    writers.insert(path.to_owned(), *arm);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One execution unit: the H1 region, a section entry or a fanout arm.
+pub(crate) struct Unit {
+    pub(crate) run: Arc<Run>,
+    /// The section, or `None` for the H1 region.
+    pub(crate) section: Option<SectionId>,
+    pub(crate) heading: String,
+    pub(crate) id: u64,
+    pub(crate) entered: u64,
+    pub(crate) depth: u32,
+    pub(crate) now: String,
+    pub(crate) scopes: Scopes,
+    pub(crate) cancel: CancellationToken,
+    /// The reply the unit started with (a fanout hands it to its arms).
+    pub(crate) start_reply: Option<String>,
+    pub(crate) args: Json,
+    /// `(item, 1-based index)` for a fanout arm.
+    pub(crate) arm: Option<(Json, usize)>,
+    phase: AtomicU8,
+    pub(crate) instructions: AtomicU64,
+    jump: Mutex<Option<Target>>,
+}
+
+impl Unit {
+    pub(crate) fn h1(ctx: &WalkCtx, state: &WalkState) -> Arc<Self> {
+        let title = &ctx.run.prompt.data.title;
+        Arc::new(Self::build(ctx, None, heading(1, title), 0, 0, state, None))
+    }
+
+    pub(crate) fn section(
+        ctx: &WalkCtx,
+        section: SectionId,
+        state: &WalkState,
+        arm: Option<(Json, usize)>,
+    ) -> Result<Arc<Self>, RunError> {
+        let (id, entered) = ctx.run.enter()?;
+        let heading = ctx.run.prompt.data.sections[section].heading();
+        Ok(Arc::new(Self::build(
+            ctx,
+            Some(section),
+            heading,
+            id,
+            entered,
+            state,
+            arm,
+        )))
+    }
+
+    fn build(
+        ctx: &WalkCtx,
+        section: Option<SectionId>,
+        heading: String,
+        id: u64,
+        entered: u64,
+        state: &WalkState,
+        arm: Option<(Json, usize)>,
+    ) -> Self {
+        Self {
+            run: Arc::clone(&ctx.run),
+            section,
+            heading,
+            id,
+            entered,
+            depth: ctx.depth,
+            now: rfc3339(SystemTime::now()),
+            scopes: ctx.scopes.clone(),
+            cancel: ctx.cancel.clone(),
+            start_reply: state.reply.clone(),
+            args: state.args.clone(),
+            arm,
+            phase: AtomicU8::new(Phase::Body as u8),
+            instructions: AtomicU64::new(0),
+            jump: Mutex::new(None),
+        }
+    }
+
+    /// The display name of the unit's section (`sys.section_name`).
+    pub(crate) fn section_name(&self) -> &str {
+        match self.section {
+            Some(id) => &self.run.prompt.data.sections[id].name,
+            None => &self.run.prompt.data.title,
+        }
+    }
+
+    /// The walk context units nested under this one (execute chains) run in.
+    pub(crate) fn nested_ctx(&self, depth: u32, scopes: Scopes, cancel: CancellationToken) -> WalkCtx {
+        WalkCtx {
+            run: Arc::clone(&self.run),
+            depth,
+            scopes,
+            cancel,
+        }
+    }
+
+    pub(crate) fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        if self.phase.load(Ordering::Relaxed) == Phase::SharedLoad as u8 {
+            Phase::SharedLoad
+        } else {
+            Phase::Body
+        }
+    }
+
+    pub(crate) fn request_jump(&self, target: Target) {
+        *self.jump.lock().unwrap_or_else(PoisonError::into_inner) = Some(target);
+    }
+
+    pub(crate) fn take_jump(&self) -> Option<Target> {
+        self.jump.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    pub(crate) fn jump_pending(&self) -> bool {
+        self.jump.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+    }
+
+    /// Resolves a heading address against this unit's visible set: its siblings (not
+    /// itself) and its direct children. The H1 sees the top-level sections.
+    pub(crate) fn resolve(&self, address: &str) -> Result<Target, RunError> {
+        let data = &self.run.prompt.data;
+        let Some((level, name)) = parse_address(address) else {
+            return Err(RunError::new(
+                RunErrorKind::Control,
+                format!(
+                    "`{address}` is not a section address; write the heading level and name, \
+                     such as `## Research`"
+                ),
+            ));
+        };
+        let (siblings, children) = self.visible(data);
+        let matches = |&&id: &&SectionId| {
+            let section = &data.sections[id];
+            section.level == level && section.name == name
+        };
+        if let Some(&section) = siblings.iter().find(matches) {
+            return Ok(Target::Sibling { section });
+        }
+        if let Some(&section) = children.iter().find(matches) {
+            return Ok(Target::Child { section });
+        }
+        let visible: Vec<String> = siblings
+            .iter()
+            .chain(children.iter())
+            .map(|&id| format!("`{}`", data.sections[id].heading()))
+            .collect();
+        let listing = if visible.is_empty() {
+            "none".to_owned()
+        } else {
+            visible.join(", ")
+        };
+        Err(RunError::new(
+            RunErrorKind::Control,
+            format!(
+                "no section `{address}` is visible from `{}`; visible sections: {listing}",
+                self.heading
+            ),
+        ))
+    }
+
+    fn visible<'d>(&self, data: &'d PromptData) -> (Vec<SectionId>, &'d [SectionId]) {
+        match self.section {
+            None => (Vec::new(), &data.roots),
+            Some(id) => {
+                let siblings = level_of(data, id).iter().copied().filter(|&s| s != id).collect();
+                (siblings, &data.sections[id].children)
+            }
+        }
+    }
+}
+
+/// The sibling list a section belongs to (its parent's children, or the roots).
+pub(crate) fn level_of(data: &PromptData, section: SectionId) -> &[SectionId] {
+    match data.sections[section].parent {
+        Some(parent) => &data.sections[parent].children,
+        None => &data.roots,
+    }
+}
+
+/// Splits `## Name` into `(2, "Name")`.
+fn parse_address(address: &str) -> Option<(u8, &str)> {
+    let address = address.trim();
+    let hashes = address.bytes().take_while(|&b| b == b'#').count();
+    if !(1..=6).contains(&hashes) {
+        return None;
+    }
+    let rest = &address[hashes..];
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let name = rest.trim();
+    (!name.is_empty()).then_some((u8::try_from(hashes).ok()?, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_address;
+
+    #[test]
+    fn addresses_carry_level_and_name() {
+        assert_eq!(parse_address("## Research"), Some((2, "Research")));
+        assert_eq!(parse_address("  ### Child  "), Some((3, "Child")));
+        assert_eq!(parse_address("Research"), None);
+        assert_eq!(parse_address("##Research"), None);
+        assert_eq!(parse_address("####### Deep"), None);
+        assert_eq!(parse_address("## "), None);
+    }
+}

@@ -1,0 +1,206 @@
+//! The sandboxed Lua VM of one execution unit.
+//!
+//! Only the `string`, `table` and `math` libraries are opened; the base library's loaders
+//! and raw accessors are removed, `string.dump` too. A global hook counts instructions (the
+//! budget is per block) and checks cancellation; a memory ceiling turns allocation bombs
+//! into clean errors.
+
+use std::future::poll_fn;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+
+use mlua::chunk::ChunkMode;
+use mlua::{HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmState};
+use serde_json::Value as Json;
+
+use super::unit::Unit;
+use super::values::{self, from_lua_error};
+use super::{Target, WalkState, api};
+use crate::error::{RunError, RunErrorKind};
+use crate::prompt::LuaChunk;
+
+/// How often (in VM instructions) the hook runs.
+const HOOK_STEP: u32 = 1000;
+
+/// Globals the sandbox removes from the base library.
+const REMOVED_GLOBALS: [&str; 8] = [
+    "load",
+    "loadfile",
+    "dofile",
+    "require",
+    "print",
+    "rawget",
+    "rawset",
+    "collectgarbage",
+];
+
+pub(crate) const HELPERS_KEY: &str = "promptforge.helpers";
+pub(crate) const VAR_KEY: &str = "promptforge.var";
+pub(crate) const SYS_KEY: &str = "promptforge.sys";
+
+const PRELUDE: &str = include_str!("prelude.lua");
+
+/// How a Lua block ended.
+pub(crate) enum ChunkEnd {
+    /// It returned; `None` for no value or `nil`.
+    Value(Option<String>),
+    /// It called `jump`.
+    Jump(Target),
+}
+
+pub(crate) struct Vm {
+    lua: Lua,
+}
+
+impl Vm {
+    /// A fresh VM with the unit's environment installed.
+    pub(crate) fn new(unit: &Arc<Unit>, state: &WalkState) -> Result<Self, RunError> {
+        let lua = sandbox(unit).map_err(|e| from_lua_error(&e))?;
+        install(&lua, unit, state).map_err(|e| from_lua_error(&e))?;
+        Ok(Self { lua })
+    }
+
+    pub(crate) fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
+    /// Runs one compiled block to its end, a `jump`, an error or cancellation.
+    pub(crate) async fn call_chunk(
+        &self,
+        unit: &Arc<Unit>,
+        chunk: &LuaChunk,
+    ) -> Result<ChunkEnd, RunError> {
+        let function = self
+            .lua
+            .load(&chunk.bytecode[..])
+            .set_mode(ChunkMode::Binary)
+            .into_function()
+            .map_err(|e| from_lua_error(&e))?;
+        unit.instructions.store(0, Ordering::Relaxed);
+        let mut call = pin!(function.call_async::<mlua::MultiValue>(()));
+        let finished = poll_fn(|cx| match call.as_mut().poll(cx) {
+            Poll::Ready(result) => Poll::Ready(Some(result)),
+            Poll::Pending if unit.jump_pending() => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        });
+        let outcome = tokio::select! {
+            outcome = finished => outcome,
+            () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+        };
+        match outcome {
+            None => match unit.take_jump() {
+                Some(target) => Ok(ChunkEnd::Jump(target)),
+                None => Err(RunError::new(RunErrorKind::Control, "internal: lost jump target")),
+            },
+            Some(Ok(values)) => {
+                let first = values.into_iter().next().unwrap_or(Value::Nil);
+                Ok(ChunkEnd::Value(values::result_string(&self.lua, first)?))
+            }
+            Some(Err(error)) => Err(from_lua_error(&error)),
+        }
+    }
+
+    /// Copies `reply` and `var` back into the walk state.
+    pub(crate) fn save(&self, state: &mut WalkState) -> Result<(), RunError> {
+        state.reply = match self.lua.globals().get::<Value>("reply") {
+            Ok(Value::Nil) => None,
+            Ok(value) => values::result_string(&self.lua, value)?,
+            Err(error) => return Err(from_lua_error(&error)),
+        };
+        state.var = self.var_snapshot()?;
+        Ok(())
+    }
+
+    /// The current contents of `var` as JSON.
+    pub(crate) fn var_snapshot(&self) -> Result<serde_json::Map<String, Json>, RunError> {
+        var_snapshot(&self.lua)
+    }
+}
+
+pub(crate) fn var_snapshot(lua: &Lua) -> Result<serde_json::Map<String, Json>, RunError> {
+    let data: Table = lua
+        .named_registry_value(VAR_KEY)
+        .map_err(|e| from_lua_error(&e))?;
+    match values::to_json(lua, Value::Table(data), "var")? {
+        Json::Object(map) => Ok(map),
+        // An empty Lua table may read as an empty array.
+        Json::Array(items) if items.is_empty() => Ok(serde_json::Map::new()),
+        _ => Err(RunError::new(
+            RunErrorKind::Lua,
+            "var must hold named fields (var.name = value), not a list",
+        )),
+    }
+}
+
+fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
+    let lua = Lua::new_with(StdLib::STRING | StdLib::TABLE | StdLib::MATH, LuaOptions::new())?;
+    lua.set_memory_limit(unit.run.limits.lua_memory_bytes.get())?;
+    let globals = lua.globals();
+    for name in REMOVED_GLOBALS {
+        globals.raw_remove(name)?;
+    }
+    globals.get::<Table>("string")?.raw_remove("dump")?;
+    let budget = unit.run.limits.lua_instructions.get();
+    let hook_unit = Arc::clone(unit);
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_STEP),
+        move |_, _| {
+            if hook_unit.cancel.is_cancelled() {
+                return Err(mlua::Error::external(RunError::cancelled()));
+            }
+            let used = hook_unit
+                .instructions
+                .fetch_add(u64::from(HOOK_STEP), Ordering::Relaxed);
+            if used >= budget {
+                return Err(mlua::Error::external(RunError::new(
+                    RunErrorKind::InstructionBudget,
+                    format!(
+                        "a Lua block ran past its budget of {budget} instructions and was \
+                         aborted (an endless loop?)"
+                    ),
+                )));
+            }
+            Ok(VmState::Continue)
+        },
+    )?;
+    Ok(lua)
+}
+
+fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
+    let helpers: Table = lua
+        .load(PRELUDE)
+        .set_name("=promptforge prelude")
+        .call(lua.null())?;
+    lua.set_named_registry_value(HELPERS_KEY, &helpers)?;
+    let globals = lua.globals();
+
+    globals.set("args", lua.to_value(&state.args)?)?;
+    match &state.reply {
+        Some(reply) => globals.set("reply", reply.as_str())?,
+        None => globals.set("reply", Value::Nil)?,
+    }
+
+    let var_data = lua.to_value(&Json::Object(state.var.clone()))?;
+    lua.set_named_registry_value(VAR_KEY, &var_data)?;
+    let make_var: mlua::Function = helpers.get("var")?;
+    globals.set("var", make_var.call::<Table>(var_data)?)?;
+
+    let sys = lua.create_table()?;
+    sys.set("when", unit.run.launched.as_str())?;
+    sys.set("now", unit.now.as_str())?;
+    sys.set("id", unit.id)?;
+    sys.set("section_name", unit.section_name())?;
+    sys.set("execution", unit.run.execution.as_str())?;
+    sys.set("section_count", unit.entered)?;
+    if let Some((item, index)) = &unit.arm {
+        sys.set("index", *index)?;
+        globals.set("item", lua.to_value(item)?)?;
+    }
+    lua.set_named_registry_value(SYS_KEY, &sys)?;
+    let seal: mlua::Function = helpers.get("sys")?;
+    globals.set("sys", seal.call::<Table>((sys, unit.arm.is_some()))?)?;
+
+    api::install(lua, unit)
+}

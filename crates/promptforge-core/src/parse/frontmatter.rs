@@ -1,0 +1,307 @@
+//! The YAML frontmatter: identity, version and the optional fields of the format.
+
+use std::num::NonZeroU32;
+
+use serde::Deserialize;
+
+use super::error::{ParseError, ParseErrorKind};
+use crate::store::validate_path;
+
+/// The one `promptforge:` major version this runtime executes.
+pub const SUPPORTED_MAJOR: u32 = 1;
+
+/// The default and the bounds of `max_tool_iterations`.
+const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 24;
+const MAX_TOOL_ITERATIONS_CEILING: u32 = 1000;
+
+/// A declared store file: the `input:` or `output:` frontmatter entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDeclaration {
+    path: String,
+    description: String,
+}
+
+impl FileDeclaration {
+    /// The store path the prompt reads or writes.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// What the file is, for callers and catalog listings.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+}
+
+/// The validated frontmatter of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frontmatter {
+    name: String,
+    description: String,
+    promptforge: u32,
+    version: Option<String>,
+    max_tool_iterations: NonZeroU32,
+    input: Option<FileDeclaration>,
+    output: Option<FileDeclaration>,
+    default_return: Option<String>,
+}
+
+impl Frontmatter {
+    /// The prompt's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The prompt's one-line description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The declared `promptforge:` major version (always the supported one).
+    pub fn promptforge(&self) -> u32 {
+        self.promptforge
+    }
+
+    /// The author's own revision of the prompt, if declared.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// Model round-trips allowed per tool loop (1..=1000, default 24).
+    pub fn max_tool_iterations(&self) -> NonZeroU32 {
+        self.max_tool_iterations
+    }
+
+    /// The declared input file, if any.
+    pub fn input(&self) -> Option<&FileDeclaration> {
+        self.input.as_ref()
+    }
+
+    /// The declared output file, if any.
+    pub fn output(&self) -> Option<&FileDeclaration> {
+        self.output.as_ref()
+    }
+
+    /// The run result when the walk falls off its last section.
+    pub fn default_return(&self) -> Option<&str> {
+        self.default_return.as_deref()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFrontmatter {
+    name: Option<Scalar>,
+    description: Option<Scalar>,
+    promptforge: Option<Scalar>,
+    version: Option<Scalar>,
+    max_tool_iterations: Option<i64>,
+    input: Option<RawFileDeclaration>,
+    output: Option<RawFileDeclaration>,
+    default_return: Option<Scalar>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFileDeclaration {
+    path: String,
+    #[serde(default)]
+    description: String,
+}
+
+/// A YAML scalar that we read as text (`version: 1.2` and `version: "1.2"` are the same).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Text(String),
+}
+
+impl Scalar {
+    fn into_text(self) -> String {
+        match self {
+            Self::Int(value) => value.to_string(),
+            Self::Float(value) => value.to_string(),
+            Self::Bool(value) => value.to_string(),
+            Self::Text(value) => value,
+        }
+    }
+}
+
+/// The frontmatter block split off a prompt source.
+pub(crate) struct Split<'a> {
+    /// The YAML between the delimiters.
+    pub(crate) yaml: &'a str,
+    /// The 1-based line of the first YAML line.
+    pub(crate) yaml_line: usize,
+    /// The byte offset where the Markdown body starts.
+    pub(crate) body_offset: usize,
+}
+
+/// Splits `---` delimited frontmatter off the source, if the source starts with one.
+pub(crate) fn split(source: &str) -> Option<Split<'_>> {
+    let rest = source.strip_prefix("---")?;
+    let first_newline = rest.find('\n')?;
+    if !rest[..first_newline].trim().is_empty() {
+        return None;
+    }
+    let yaml_start = 3 + first_newline + 1;
+    let mut offset = yaml_start;
+    for line in source[yaml_start..].split_inclusive('\n') {
+        let trimmed = line.trim_end();
+        if trimmed == "---" || trimmed == "..." {
+            return Some(Split {
+                yaml: &source[yaml_start..offset],
+                yaml_line: 2,
+                body_offset: offset + line.len(),
+            });
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// Detects the declared `promptforge:` major version without a full parse.
+///
+/// Returns `None` when the source has no frontmatter, no top-level `promptforge:` key, or a
+/// value that is not a version number. Use it to filter files cheaply before [`parse`]:
+/// a file for which this returns `None` is not a PromptForge prompt.
+///
+/// [`parse`]: crate::Prompt::parse
+pub fn promptforge_version(source: &str) -> Option<u32> {
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+    let split = split(source)?;
+    split.yaml.lines().find_map(|line| {
+        let value = line.strip_prefix("promptforge:")?;
+        let value = value.split('#').next().unwrap_or("").trim();
+        let value = value.trim_matches(|c| c == '"' || c == '\'');
+        major_of(value)
+    })
+}
+
+/// The major component of a version written as `1`, `1.0` or `1.2.3`.
+fn major_of(value: &str) -> Option<u32> {
+    let major = value.split('.').next()?;
+    if major.is_empty() || !major.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    major.parse().ok()
+}
+
+/// Parses and validates the frontmatter YAML.
+pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
+    let at = |line: usize| line + split.yaml_line - 1;
+    let raw: RawFrontmatter = if split.yaml.trim().is_empty() {
+        RawFrontmatter {
+            name: None,
+            description: None,
+            promptforge: None,
+            version: None,
+            max_tool_iterations: None,
+            input: None,
+            output: None,
+            default_return: None,
+        }
+    } else {
+        serde_saphyr::from_str(split.yaml).map_err(|error| yaml_error(&error, split))?
+    };
+
+    let promptforge = raw.promptforge.ok_or_else(|| missing("promptforge"))?.into_text();
+    let major = major_of(&promptforge).ok_or_else(|| {
+        ParseError::new(
+            ParseErrorKind::InvalidField,
+            format!("frontmatter field `promptforge` must be a version number, found `{promptforge}`"),
+        )
+    })?;
+    if major != SUPPORTED_MAJOR {
+        return Err(ParseError::new(
+            ParseErrorKind::UnsupportedVersion,
+            format!(
+                "this prompt declares `promptforge: {promptforge}`, but this runtime supports only \
+                 major version {SUPPORTED_MAJOR}; upgrade promptforge to run it"
+            ),
+        )
+        .at(at(1), None));
+    }
+
+    let name = raw.name.ok_or_else(|| missing("name"))?.into_text();
+    if name.trim().is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
+        return Err(invalid(
+            "name",
+            "must be a non-empty single line of at most 128 bytes",
+        ));
+    }
+    let description = raw.description.ok_or_else(|| missing("description"))?.into_text();
+    if description.trim().is_empty() {
+        return Err(invalid("description", "must not be empty"));
+    }
+
+    let max_tool_iterations = match raw.max_tool_iterations {
+        None => NonZeroU32::new(DEFAULT_MAX_TOOL_ITERATIONS),
+        Some(value) => u32::try_from(value)
+            .ok()
+            .filter(|v| *v <= MAX_TOOL_ITERATIONS_CEILING)
+            .and_then(NonZeroU32::new),
+    }
+    .ok_or_else(|| {
+        invalid(
+            "max_tool_iterations",
+            &format!("must be an integer between 1 and {MAX_TOOL_ITERATIONS_CEILING}"),
+        )
+    })?;
+
+    Ok(Frontmatter {
+        name,
+        description,
+        promptforge: major,
+        version: raw.version.map(Scalar::into_text),
+        max_tool_iterations,
+        input: raw.input.map(|d| declaration("input", d)).transpose()?,
+        output: raw.output.map(|d| declaration("output", d)).transpose()?,
+        default_return: raw.default_return.map(Scalar::into_text),
+    })
+}
+
+fn declaration(field: &str, raw: RawFileDeclaration) -> Result<FileDeclaration, ParseError> {
+    validate_path(&raw.path)
+        .map_err(|error| invalid(&format!("{field}.path"), &error.to_string()))?;
+    Ok(FileDeclaration {
+        path: raw.path,
+        description: raw.description,
+    })
+}
+
+fn missing(field: &str) -> ParseError {
+    ParseError::new(
+        ParseErrorKind::MissingField,
+        format!("frontmatter is missing the required field `{field}`"),
+    )
+    .at(1, Some(0..3))
+}
+
+fn invalid(field: &str, why: &str) -> ParseError {
+    ParseError::new(
+        ParseErrorKind::InvalidField,
+        format!("frontmatter field `{field}` {why}"),
+    )
+}
+
+fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
+    let text = error.to_string();
+    let kind = if text.contains("unknown field") {
+        ParseErrorKind::UnknownField
+    } else {
+        ParseErrorKind::InvalidFrontmatter
+    };
+    let line = error
+        .location()
+        .map(|location| usize::try_from(location.line()).unwrap_or(1) + split.yaml_line - 1);
+    let first_line = text.lines().next().unwrap_or("invalid YAML").trim().to_owned();
+    let error = ParseError::new(kind, format!("frontmatter: {first_line}"));
+    match line {
+        Some(line) => error.at(line, None),
+        None => error,
+    }
+}
