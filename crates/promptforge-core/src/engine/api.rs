@@ -7,7 +7,7 @@ use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
 use super::unit::{Phase, Unit};
-use super::values::{raise, to_json};
+use super::values::{raise, raise_async, to_json};
 use super::{Target, WalkEnd, WalkState, deeper, fanout, vm, walk};
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
@@ -56,7 +56,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
             } else {
                 unit.resolve(&address)
             };
-            let checked = checked.map_err(|e| raise(&lua, e));
+            let checked = checked.map_err(|e| raise_async(&lua, e));
             async move {
                 unit.request_jump(checked?);
                 // The walk drops this VM as soon as it sees the pending jump.
@@ -71,7 +71,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
         "execute",
         lua.create_async_function(move |lua, (address, input): (String, Value)| {
             let unit = Arc::clone(&exec_unit);
-            let prepared = prepare_execute(&lua, &unit, &address, input).map_err(|e| raise(&lua, e));
+            let prepared = prepare_execute(&lua, &unit, &address, input).map_err(|e| raise_async(&lua, e));
             async move {
                 let (target, mut state, depth) = prepared?;
                 let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
@@ -93,7 +93,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
         lua.create_async_function(move |lua, (address, collection): (String, Value)| {
             let unit = Arc::clone(&fan_unit);
             let prepared = fanout::prepare(&lua, &unit, &address, collection)
-                .map_err(|e| raise(&lua, e));
+                .map_err(|e| raise_async(&lua, e));
             async move {
                 let plan = prepared?;
                 let results = fanout::run(&unit, plan).await.map_err(mlua::Error::external)?;

@@ -301,11 +301,15 @@ async fn run_blocks(
     state: &mut WalkState,
 ) -> Result<UnitEnd, RunError> {
     let vm = vm::Vm::new(unit, state)?;
-    unit.set_phase(unit::Phase::SharedLoad);
-    for chunk in &unit.run.prompt.data.shared {
-        vm.call_chunk(unit, chunk).await?;
+    if unit.section.is_some() {
+        // The shared library replays into every section VM (not the H1 preamble); its
+        // scalar return is discarded.
+        unit.set_phase(unit::Phase::SharedLoad);
+        for chunk in &unit.run.prompt.data.shared {
+            vm.call_chunk(unit, chunk).await?;
+        }
+        unit.set_phase(unit::Phase::Body);
     }
-    unit.set_phase(unit::Phase::Body);
     let mut end = UnitEnd::Fallthrough;
     for block in blocks {
         match block {

@@ -85,7 +85,7 @@ fn innermost(error: &mlua::Error) -> &mlua::Error {
 pub(crate) fn lua_message(error: &mlua::Error) -> String {
     match innermost(error) {
         mlua::Error::RuntimeError(message) | mlua::Error::SyntaxError { message, .. } => {
-            message.clone()
+            strip_traceback(message).to_owned()
         }
         mlua::Error::ExternalError(inner) => inner.to_string(),
         mlua::Error::MemoryError(_) => "out of memory".to_owned(),
@@ -93,10 +93,20 @@ pub(crate) fn lua_message(error: &mlua::Error) -> String {
     }
 }
 
-/// A host error raised into Lua, prefixed with the calling Lua line when known.
+/// A host error raised into Lua by a synchronous function, prefixed with the calling Lua
+/// line when known.
 pub(crate) fn raise(lua: &Lua, error: RunError) -> mlua::Error {
+    raise_from(lua, error, 1)
+}
+
+/// Like [`raise`], for async functions (mlua calls them through one extra Lua frame).
+pub(crate) fn raise_async(lua: &Lua, error: RunError) -> mlua::Error {
+    raise_from(lua, error, 2)
+}
+
+fn raise_from(lua: &Lua, error: RunError, level: usize) -> mlua::Error {
     let location = lua
-        .inspect_stack(1, |debug| {
+        .inspect_stack(level, |debug| {
             let source = debug.source();
             let file = source.short_src.map(|s| s.into_owned());
             (file, debug.current_line())
@@ -106,4 +116,12 @@ pub(crate) fn raise(lua: &Lua, error: RunError) -> mlua::Error {
         Some(prefix) => mlua::Error::external(error.with_location(&prefix)),
         None => mlua::Error::external(error),
     }
+}
+
+/// Lua appends `stack traceback:` lines to some messages; users need only the first part.
+fn strip_traceback(message: &str) -> &str {
+    message
+        .split_once("\nstack traceback:")
+        .map_or(message, |(head, _)| head)
+        .trim_end()
 }

@@ -25,7 +25,8 @@ use crate::prompt::LuaChunk;
 const HOOK_STEP: u32 = 1000;
 
 /// Globals the sandbox removes from the base library.
-const REMOVED_GLOBALS: [&str; 8] = [
+const REMOVED_GLOBALS: [&str; 9] = [
+    "coroutine",
     "load",
     "loadfile",
     "dofile",
@@ -137,11 +138,6 @@ pub(crate) fn var_snapshot(lua: &Lua) -> Result<serde_json::Map<String, Json>, R
 fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
     let lua = Lua::new_with(StdLib::STRING | StdLib::TABLE | StdLib::MATH, LuaOptions::new())?;
     lua.set_memory_limit(unit.run.limits.lua_memory_bytes.get())?;
-    let globals = lua.globals();
-    for name in REMOVED_GLOBALS {
-        globals.raw_remove(name)?;
-    }
-    globals.get::<Table>("string")?.raw_remove("dump")?;
     let budget = unit.run.limits.lua_instructions.get();
     let hook_unit = Arc::clone(unit);
     lua.set_global_hook(
@@ -202,5 +198,10 @@ fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
     let seal: mlua::Function = helpers.get("sys")?;
     globals.set("sys", seal.call::<Table>((sys, unit.arm.is_some()))?)?;
 
-    api::install(lua, unit)
+    api::install(lua, unit)?;
+    // Last, because creating async functions makes mlua open the coroutine library.
+    for name in REMOVED_GLOBALS {
+        globals.raw_remove(name)?;
+    }
+    globals.get::<Table>("string")?.raw_remove("dump")
 }

@@ -17,7 +17,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 pub use error::{ParseError, ParseErrorKind};
 pub use frontmatter::{FileDeclaration, Frontmatter, SUPPORTED_MAJOR, promptforge_version};
 
-use crate::prompt::{Block, LuaChunk, Prompt, PromptData, Prose, Section, SectionId};
+use crate::prompt::{Block, LuaChunk, PromptData, Prose, Section, SectionId};
 use lines::Lines;
 use template::Template;
 
@@ -427,12 +427,4 @@ fn list_item(raw: &str) -> String {
         .filter(|line| !line.is_empty())
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-impl Prompt {
-    /// Parses a source with the `prompt` origin and no observer (a convenience for tests).
-    #[cfg(test)]
-    pub(crate) fn parse_quiet(source: &str) -> Result<Self, ParseError> {
-        Self::parse(source, "test", &crate::observe::NullObserver)
-    }
 }

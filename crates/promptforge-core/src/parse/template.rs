@@ -129,7 +129,7 @@ mod tests {
         let error = Template::parse("ok\n\nbad {{ args", 100, 7).unwrap_err();
         assert_eq!(error.kind(), ParseErrorKind::Template);
         assert_eq!(error.line(), Some(9));
-        assert_eq!(error.span(), Some(106..108));
+        assert_eq!(error.span(), Some(108..110));
         for bad in ["{{ }}", "{{ a b }}", "{{ 1x }}", "{{ a..b }}", "{{ args() }}"] {
             assert!(Template::parse(bad, 0, 1).is_err(), "{bad}");
         }
