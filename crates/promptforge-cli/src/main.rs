@@ -13,8 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use promptforge_core::{
-    CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef,
-    promptforge_version,
+    CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
 
 /// Run PromptForge prompts: Markdown files whose Lua steers and whose prose goes to a model.
@@ -69,7 +68,11 @@ fn main() -> ExitCode {
     match outcome {
         Ok(result) => {
             let mut stdout = std::io::stdout().lock();
-            let newline = if stdout.is_terminal() && !result.ends_with('\n') { "\n" } else { "" };
+            let newline = if stdout.is_terminal() && !result.ends_with('\n') {
+                "\n"
+            } else {
+                ""
+            };
             match write!(stdout, "{result}{newline}").and_then(|()| stdout.flush()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {

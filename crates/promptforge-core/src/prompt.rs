@@ -92,12 +92,18 @@ impl Section {
 
     /// How many Lua blocks the section runs.
     pub fn lua_block_count(&self) -> usize {
-        self.blocks.iter().filter(|b| matches!(b, Block::Lua(_))).count()
+        self.blocks
+            .iter()
+            .filter(|b| matches!(b, Block::Lua(_)))
+            .count()
     }
 
     /// How many prose blocks reach the model.
     pub fn prose_block_count(&self) -> usize {
-        self.blocks.iter().filter(|b| matches!(b, Block::Prose(_))).count()
+        self.blocks
+            .iter()
+            .filter(|b| matches!(b, Block::Prose(_)))
+            .count()
     }
 }
 

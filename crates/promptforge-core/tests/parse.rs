@@ -1,4 +1,5 @@
 //! Parser rules, each checked against a real `.md` fixture.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 
@@ -26,7 +27,10 @@ fn reject(name: &str, kind: ParseErrorKind, line: Option<usize>, fragment: &str)
     assert_eq!(error.kind(), kind, "{name}: {error}");
     assert_eq!(error.line(), line, "{name}: {error}");
     let shown = error.to_string();
-    assert!(shown.contains(fragment), "{name}: `{shown}` lacks `{fragment}`");
+    assert!(
+        shown.contains(fragment),
+        "{name}: `{shown}` lacks `{fragment}`"
+    );
     if let Some(line) = line {
         assert!(shown.starts_with(&format!("{origin}:{line}: ")), "{shown}");
     }
@@ -127,37 +131,132 @@ fn optional_frontmatter_fields_are_read() {
 
 #[test]
 fn frontmatter_problems_are_named() {
-    reject("invalid/no_frontmatter.md", ParseErrorKind::MissingFrontmatter, Some(1), "frontmatter");
-    reject("invalid/unterminated_frontmatter.md", ParseErrorKind::MissingFrontmatter, Some(1), "frontmatter");
-    reject("invalid/unknown_field.md", ParseErrorKind::UnknownField, Some(5), "tools");
-    reject("invalid/missing_description.md", ParseErrorKind::MissingField, Some(1), "`description`");
-    reject("invalid/unsupported_version.md", ParseErrorKind::UnsupportedVersion, Some(2), "supports only major version 1");
-    reject("invalid/iterations_too_high.md", ParseErrorKind::InvalidField, None, "between 1 and 1000");
-    reject("invalid/iterations_zero.md", ParseErrorKind::InvalidField, None, "max_tool_iterations");
-    reject("invalid/input_bad_path.md", ParseErrorKind::InvalidField, None, "input.path");
-    reject("invalid/bad_yaml.md", ParseErrorKind::InvalidFrontmatter, Some(5), "frontmatter");
+    reject(
+        "invalid/no_frontmatter.md",
+        ParseErrorKind::MissingFrontmatter,
+        Some(1),
+        "frontmatter",
+    );
+    reject(
+        "invalid/unterminated_frontmatter.md",
+        ParseErrorKind::MissingFrontmatter,
+        Some(1),
+        "frontmatter",
+    );
+    reject(
+        "invalid/unknown_field.md",
+        ParseErrorKind::UnknownField,
+        Some(5),
+        "tools",
+    );
+    reject(
+        "invalid/missing_description.md",
+        ParseErrorKind::MissingField,
+        Some(1),
+        "`description`",
+    );
+    reject(
+        "invalid/unsupported_version.md",
+        ParseErrorKind::UnsupportedVersion,
+        Some(2),
+        "supports only major version 1",
+    );
+    reject(
+        "invalid/iterations_too_high.md",
+        ParseErrorKind::InvalidField,
+        None,
+        "between 1 and 1000",
+    );
+    reject(
+        "invalid/iterations_zero.md",
+        ParseErrorKind::InvalidField,
+        None,
+        "max_tool_iterations",
+    );
+    reject(
+        "invalid/input_bad_path.md",
+        ParseErrorKind::InvalidField,
+        None,
+        "input.path",
+    );
+    reject(
+        "invalid/bad_yaml.md",
+        ParseErrorKind::InvalidFrontmatter,
+        Some(5),
+        "frontmatter",
+    );
 }
 
 #[test]
 fn structural_problems_name_their_location() {
-    reject("invalid/no_title.md", ParseErrorKind::MissingTitle, Some(7), "H1");
-    reject("invalid/two_titles.md", ParseErrorKind::MultipleTitles, Some(11), "line 7");
-    reject("invalid/content_before_title.md", ParseErrorKind::ContentBeforeTitle, Some(7), "before");
-    reject("invalid/root_not_h2.md", ParseErrorKind::RootNotH2, Some(9), "must be an H2");
-    reject("invalid/orphan.md", ParseErrorKind::OrphanHeading, Some(11), "`### Orphan`");
-    reject("invalid/duplicate_section.md", ParseErrorKind::DuplicateSection, Some(13), "lines 9 and 13");
-    reject("invalid/duplicate_child.md", ParseErrorKind::DuplicateSection, Some(13), "lines 11 and 13");
+    reject(
+        "invalid/no_title.md",
+        ParseErrorKind::MissingTitle,
+        Some(7),
+        "H1",
+    );
+    reject(
+        "invalid/two_titles.md",
+        ParseErrorKind::MultipleTitles,
+        Some(11),
+        "line 7",
+    );
+    reject(
+        "invalid/content_before_title.md",
+        ParseErrorKind::ContentBeforeTitle,
+        Some(7),
+        "before",
+    );
+    reject(
+        "invalid/root_not_h2.md",
+        ParseErrorKind::RootNotH2,
+        Some(9),
+        "must be an H2",
+    );
+    reject(
+        "invalid/orphan.md",
+        ParseErrorKind::OrphanHeading,
+        Some(11),
+        "`### Orphan`",
+    );
+    reject(
+        "invalid/duplicate_section.md",
+        ParseErrorKind::DuplicateSection,
+        Some(13),
+        "lines 9 and 13",
+    );
+    reject(
+        "invalid/duplicate_child.md",
+        ParseErrorKind::DuplicateSection,
+        Some(13),
+        "lines 11 and 13",
+    );
 }
 
 #[test]
 fn lua_syntax_errors_carry_absolute_file_lines() {
-    reject("invalid/lua_syntax.md", ParseErrorKind::LuaSyntax, Some(15), "Lua syntax error");
+    reject(
+        "invalid/lua_syntax.md",
+        ParseErrorKind::LuaSyntax,
+        Some(15),
+        "Lua syntax error",
+    );
 }
 
 #[test]
 fn malformed_placeholders_are_parse_errors() {
-    reject("invalid/unclosed_placeholder.md", ParseErrorKind::Template, Some(11), "unclosed");
-    reject("invalid/bad_placeholder.md", ParseErrorKind::Template, Some(11), "{{ a b }}");
+    reject(
+        "invalid/unclosed_placeholder.md",
+        ParseErrorKind::Template,
+        Some(11),
+        "unclosed",
+    );
+    reject(
+        "invalid/bad_placeholder.md",
+        ParseErrorKind::Template,
+        Some(11),
+        "{{ a b }}",
+    );
 }
 
 #[test]
@@ -171,10 +270,19 @@ fn errors_carry_byte_spans() {
 #[test]
 fn version_detection_needs_only_the_frontmatter_key() {
     assert_eq!(promptforge_version(&fixture("valid/h1_only.md").1), Some(1));
-    assert_eq!(promptforge_version(&fixture("invalid/unsupported_version.md").1), Some(2));
+    assert_eq!(
+        promptforge_version(&fixture("invalid/unsupported_version.md").1),
+        Some(2)
+    );
     assert_eq!(promptforge_version("---\nname: x\n---\n# X\n"), None);
-    assert_eq!(promptforge_version("# no frontmatter\npromptforge: 1\n"), None);
-    assert_eq!(promptforge_version("---\npromptforge: \"1.2\"\n---\n"), Some(1));
+    assert_eq!(
+        promptforge_version("# no frontmatter\npromptforge: 1\n"),
+        None
+    );
+    assert_eq!(
+        promptforge_version("---\npromptforge: \"1.2\"\n---\n"),
+        Some(1)
+    );
     assert_eq!(promptforge_version("---\npromptforge: one\n---\n"), None);
 }
 

@@ -1,4 +1,5 @@
 //! Execution rules, each checked by running a real `.md` fixture through the public API.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -10,14 +11,23 @@ use promptforge_core::{
 };
 
 fn load(name: &str) -> Prompt {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/run")
+        .join(name);
     let source = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
     Prompt::parse_named(name, &source, "test", &NullObserver).unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn exec_with(name: &str, input: &str, config: RunConfig) -> Result<String, RunError> {
     let prompt = load(name);
-    run(&prompt, input, ResolutionContext::empty(), &StoreRef::memory(), config).await
+    run(
+        &prompt,
+        input,
+        ResolutionContext::empty(),
+        &StoreRef::memory(),
+        config,
+    )
+    .await
 }
 
 async fn exec(name: &str, input: &str) -> Result<String, RunError> {
@@ -31,7 +41,10 @@ fn expect_error(result: Result<String, RunError>, kind: RunErrorKind, fragment: 
         Err(error) => error,
     };
     assert_eq!(error.kind(), kind, "{error}");
-    assert!(error.to_string().contains(fragment), "`{error}` lacks `{fragment}`");
+    assert!(
+        error.to_string().contains(fragment),
+        "`{error}` lacks `{fragment}`"
+    );
     error
 }
 
@@ -48,7 +61,10 @@ async fn a_scalar_h1_return_is_the_result() {
 #[tokio::test]
 async fn falling_off_the_end_prefers_default_return_then_reply_then_done() {
     assert_eq!(exec("default_return.md", "").await.unwrap(), "finished");
-    assert_eq!(exec("last_reply.md", "").await.unwrap(), "first then second");
+    assert_eq!(
+        exec("last_reply.md", "").await.unwrap(),
+        "first then second"
+    );
     assert_eq!(exec("done.md", "").await.unwrap(), "done");
 }
 
@@ -76,40 +92,88 @@ async fn execute_runs_a_contained_chain() {
 
 #[tokio::test]
 async fn unknown_targets_list_only_the_visible_sections() {
-    let error = expect_error(exec("not_found.md", "").await, RunErrorKind::Control, "`## Missing`");
+    let error = expect_error(
+        exec("not_found.md", "").await,
+        RunErrorKind::Control,
+        "`## Missing`",
+    );
     let text = error.to_string();
-    assert!(text.contains("visible sections: `## Peer`, `### Child`"), "{text}");
+    assert!(
+        text.contains("visible sections: `## Peer`, `### Child`"),
+        "{text}"
+    );
     assert!(text.contains("not_found.md:12:"), "{text}");
     assert_eq!(error.section(), Some("## Parent"));
-    expect_error(exec("self_not_visible.md", "").await, RunErrorKind::Control, "visible sections: none");
+    expect_error(
+        exec("self_not_visible.md", "").await,
+        RunErrorKind::Control,
+        "visible sections: none",
+    );
 }
 
 #[tokio::test]
 async fn nesting_is_capped_at_eight_levels() {
-    expect_error(exec("depth.md", "").await, RunErrorKind::Limit, "at most 8 levels");
+    expect_error(
+        exec("depth.md", "").await,
+        RunErrorKind::Limit,
+        "at most 8 levels",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fanout_maps_a_worker_over_a_collection_in_order() {
     assert_eq!(exec("fanout_map.md", "").await.unwrap(), "A1,B2,C3");
-    assert_eq!(exec("fanout_hash.md", "").await.unwrap(), "first;colour=red;colour");
-    assert_eq!(exec("fanout_list.md", "").await.unwrap(), "[rust] / [lua] / [markdown]");
+    assert_eq!(
+        exec("fanout_hash.md", "").await.unwrap(),
+        "first;colour=red;colour"
+    );
+    assert_eq!(
+        exec("fanout_list.md", "").await.unwrap(),
+        "[rust] / [lua] / [markdown]"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fanout_rejects_bad_collections_and_propagates_arm_errors() {
-    expect_error(exec("fanout_errors.md", "string").await, RunErrorKind::Control, "list_from_section");
-    expect_error(exec("fanout_errors.md", "empty").await, RunErrorKind::Control, "empty collection");
-    expect_error(exec("fanout_errors.md", "function").await, RunErrorKind::Control, "member 2 is a function");
-    expect_error(exec("fanout_errors.md", "nolist").await, RunErrorKind::Control, "no list items");
-    let error = expect_error(exec("fanout_errors.md", "arm").await, RunErrorKind::Lua, "arm exploded");
+    expect_error(
+        exec("fanout_errors.md", "string").await,
+        RunErrorKind::Control,
+        "list_from_section",
+    );
+    expect_error(
+        exec("fanout_errors.md", "empty").await,
+        RunErrorKind::Control,
+        "empty collection",
+    );
+    expect_error(
+        exec("fanout_errors.md", "function").await,
+        RunErrorKind::Control,
+        "member 2 is a function",
+    );
+    expect_error(
+        exec("fanout_errors.md", "nolist").await,
+        RunErrorKind::Control,
+        "no list items",
+    );
+    let error = expect_error(
+        exec("fanout_errors.md", "arm").await,
+        RunErrorKind::Lua,
+        "arm exploded",
+    );
     assert_eq!(error.section(), Some("### W"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arms_may_append_but_not_both_write_one_path() {
-    assert_eq!(exec("fanout_store.md", "append").await.unwrap(), "appended 4");
-    expect_error(exec("fanout_store.md", "write").await, RunErrorKind::Store, "write-write race");
+    assert_eq!(
+        exec("fanout_store.md", "append").await.unwrap(),
+        "appended 4"
+    );
+    expect_error(
+        exec("fanout_store.md", "write").await,
+        RunErrorKind::Store,
+        "write-write race",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,24 +194,50 @@ async fn store_operations_from_lua() {
 
 #[tokio::test]
 async fn store_errors_are_run_errors() {
-    expect_error(exec("store_errors.md", "missing").await, RunErrorKind::Store, "no such file");
-    expect_error(exec("store_errors.md", "traversal").await, RunErrorKind::Store, "`..`");
-    expect_error(exec("store_errors.md", "glob").await, RunErrorKind::Store, "***");
-    expect_error(exec("store_errors.md", "start").await, RunErrorKind::Store, "1 or more");
+    expect_error(
+        exec("store_errors.md", "missing").await,
+        RunErrorKind::Store,
+        "no such file",
+    );
+    expect_error(
+        exec("store_errors.md", "traversal").await,
+        RunErrorKind::Store,
+        "`..`",
+    );
+    expect_error(
+        exec("store_errors.md", "glob").await,
+        RunErrorKind::Store,
+        "***",
+    );
+    expect_error(
+        exec("store_errors.md", "start").await,
+        RunErrorKind::Store,
+        "1 or more",
+    );
 }
 
 #[tokio::test]
 async fn sys_is_sealed_and_complete() {
-    let result = exec_with("sys.md", "", RunConfig::new("sys-test")).await.unwrap();
+    let result = exec_with("sys.md", "", RunConfig::new("sys-test"))
+        .await
+        .unwrap();
     assert_eq!(result, "sys ok");
 }
 
 #[tokio::test]
 async fn var_holds_json_only_and_fails_at_the_assigning_line() {
     assert_eq!(exec("var_json.md", "").await.unwrap(), "assigned");
-    let error = expect_error(exec("var_json.md", "function").await, RunErrorKind::Lua, "cannot hold a function");
+    let error = expect_error(
+        exec("var_json.md", "function").await,
+        RunErrorKind::Lua,
+        "cannot hold a function",
+    );
     assert!(error.to_string().contains("var_json.md:15:"), "{error}");
-    expect_error(exec("var_json.md", "nested").await, RunErrorKind::Lua, "var.bad.inner.f");
+    expect_error(
+        exec("var_json.md", "nested").await,
+        RunErrorKind::Lua,
+        "var.bad.inner.f",
+    );
 }
 
 #[tokio::test]
@@ -157,11 +247,23 @@ async fn the_sandbox_offers_only_string_table_and_math() {
 
 #[tokio::test]
 async fn runaway_blocks_hit_the_instruction_budget_and_memory_ceiling() {
-    expect_error(exec("runaway.md", "").await, RunErrorKind::InstructionBudget, "budget");
-    expect_error(exec("runaway.md", "pcall").await, RunErrorKind::InstructionBudget, "budget");
+    expect_error(
+        exec("runaway.md", "").await,
+        RunErrorKind::InstructionBudget,
+        "budget",
+    );
+    expect_error(
+        exec("runaway.md", "pcall").await,
+        RunErrorKind::InstructionBudget,
+        "budget",
+    );
     let limits = RunLimits::new().lua_memory_bytes(std::num::NonZeroUsize::new(16 << 20).unwrap());
     let config = RunConfig::new("mem").limits(limits);
-    expect_error(exec_with("runaway.md", "memory", config).await, RunErrorKind::Memory, "memory");
+    expect_error(
+        exec_with("runaway.md", "memory", config).await,
+        RunErrorKind::Memory,
+        "memory",
+    );
 }
 
 #[derive(Default)]
@@ -189,14 +291,30 @@ async fn log_reports_checkpoints_and_validates_messages() {
     assert_eq!(lines[1], "start ## Main 1");
     assert_eq!(lines[2], "log logs ## Main checkpoint one");
     assert_eq!(lines.last().unwrap(), "ok logged");
-    expect_error(exec("log.md", "long").await, RunErrorKind::Lua, "at most 256");
-    expect_error(exec("log.md", "newline").await, RunErrorKind::Lua, "no newlines");
+    expect_error(
+        exec("log.md", "long").await,
+        RunErrorKind::Lua,
+        "at most 256",
+    );
+    expect_error(
+        exec("log.md", "newline").await,
+        RunErrorKind::Lua,
+        "no newlines",
+    );
 
     let capped = Arc::new(Recorder::default());
     let limits = RunLimits::new().lua_log_events(std::num::NonZeroU32::new(1).unwrap());
-    let config = RunConfig::new("logs").observer(capped.clone()).limits(limits);
+    let config = RunConfig::new("logs")
+        .observer(capped.clone())
+        .limits(limits);
     exec_with("log.md", "", config).await.unwrap();
-    let logs = capped.0.lock().unwrap().iter().filter(|l| l.starts_with("log")).count();
+    let logs = capped
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("log"))
+        .count();
     assert_eq!(logs, 1);
 }
 
@@ -214,7 +332,11 @@ async fn the_shared_library_replays_into_every_section() {
 #[tokio::test]
 async fn templates_render_before_the_model_and_name_bad_placeholders() {
     // Rendering succeeded, so the failure is the missing model.
-    expect_error(exec("templates.md", "in").await, RunErrorKind::NoModel, "no model is bound");
+    expect_error(
+        exec("templates.md", "in").await,
+        RunErrorKind::NoModel,
+        "no model is bound",
+    );
     for (name, fragment) in [
         ("template_missing.md", "`nowhere` is not defined"),
         ("template_function.md", "function"),
@@ -229,8 +351,14 @@ async fn templates_render_before_the_model_and_name_bad_placeholders() {
 #[tokio::test]
 async fn untrusted_wraps_and_escapes_forged_tags() {
     let wrapped = exec("untrusted.md", "").await.unwrap();
-    assert!(wrapped.starts_with("<untrusted-input nonce=\""), "{wrapped}");
-    assert!(wrapped.contains("&lt;/untrusted-input nonce=\"forged\">"), "{wrapped}");
+    assert!(
+        wrapped.starts_with("<untrusted-input nonce=\""),
+        "{wrapped}"
+    );
+    assert!(
+        wrapped.contains("&lt;/untrusted-input nonce=\"forged\">"),
+        "{wrapped}"
+    );
     assert_eq!(wrapped.matches("</untrusted-input").count(), 1);
 }
 
@@ -258,10 +386,15 @@ async fn many_runs_in_one_process_do_not_interfere() {
         handles.push(tokio::spawn(async move {
             let store = StoreRef::memory();
             let input = format!("run{i}");
-            let result =
-                run(&prompt, &input, ResolutionContext::empty(), &store, RunConfig::new(input.clone()))
-                    .await
-                    .unwrap();
+            let result = run(
+                &prompt,
+                &input,
+                ResolutionContext::empty(),
+                &store,
+                RunConfig::new(input.clone()),
+            )
+            .await
+            .unwrap();
             (i, result)
         }));
     }

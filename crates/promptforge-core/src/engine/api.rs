@@ -71,7 +71,8 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
         "execute",
         lua.create_async_function(move |lua, (address, input): (String, Value)| {
             let unit = Arc::clone(&exec_unit);
-            let prepared = prepare_execute(&lua, &unit, &address, input).map_err(|e| raise_async(&lua, e));
+            let prepared =
+                prepare_execute(&lua, &unit, &address, input).map_err(|e| raise_async(&lua, e));
             async move {
                 let (target, mut state, depth) = prepared?;
                 let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
@@ -96,7 +97,9 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
                 .map_err(|e| raise_async(&lua, e));
             async move {
                 let plan = prepared?;
-                let results = fanout::run(&unit, plan).await.map_err(mlua::Error::external)?;
+                let results = fanout::run(&unit, plan)
+                    .await
+                    .map_err(mlua::Error::external)?;
                 fanout::results_table(&lua, results)
             }
         })?,
@@ -114,7 +117,9 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
                     lua,
                     RunError::new(
                         RunErrorKind::Control,
-                        format!("section `{address}` has no list items (bullets or numbered lines)"),
+                        format!(
+                            "section `{address}` has no list items (bullets or numbered lines)"
+                        ),
                     ),
                 ));
             }
@@ -173,7 +178,13 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         lua.create_function(move |lua, (path, contents): (String, String)| {
             u.scopes.record_write(&path).map_err(|e| fail(lua, e))?;
             s.write(&path, &contents).map_err(|e| fail(lua, e))?;
-            u.run.observe(&u.heading, Observation::StoreWrite { operation: "write", path: &path });
+            u.run.observe(
+                &u.heading,
+                Observation::StoreWrite {
+                    operation: "write",
+                    path: &path,
+                },
+            );
             Ok(())
         })?,
     )?;
@@ -182,31 +193,41 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "append",
         lua.create_function(move |lua, (path, contents): (String, String)| {
             s.append(&path, &contents).map_err(|e| fail(lua, e))?;
-            u.run.observe(&u.heading, Observation::StoreWrite { operation: "append", path: &path });
+            u.run.observe(
+                &u.heading,
+                Observation::StoreWrite {
+                    operation: "append",
+                    path: &path,
+                },
+            );
             Ok(())
         })?,
     )?;
     let s = store();
     table.set(
         "read",
-        lua.create_function(move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
-            match (start, end) {
-                (None, None) => s.read(&path),
-                _ => {
-                    let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
-                    s.read_lines(&path, start, end)
+        lua.create_function(
+            move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
+                match (start, end) {
+                    (None, None) => s.read(&path),
+                    _ => {
+                        let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
+                        s.read_lines(&path, start, end)
+                    }
                 }
-            }
-            .map_err(|e| fail(lua, e))
-        })?,
+                .map_err(|e| fail(lua, e))
+            },
+        )?,
     )?;
     let s = store();
     table.set(
         "read_numbered",
-        lua.create_function(move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
-            let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
-            s.read_numbered(&path, start, end).map_err(|e| fail(lua, e))
-        })?,
+        lua.create_function(
+            move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
+                let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
+                s.read_numbered(&path, start, end).map_err(|e| fail(lua, e))
+            },
+        )?,
     )?;
     let (s, u) = (store(), Arc::clone(unit));
     table.set(
@@ -215,7 +236,10 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
             s.str_replace(&path, &old, &new).map_err(|e| fail(lua, e))?;
             u.run.observe(
                 &u.heading,
-                Observation::StoreWrite { operation: "str_replace", path: &path },
+                Observation::StoreWrite {
+                    operation: "str_replace",
+                    path: &path,
+                },
             );
             Ok(())
         })?,
@@ -238,7 +262,13 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "delete",
         lua.create_function(move |lua, path: String| {
             s.delete(&path).map_err(|e| fail(lua, e))?;
-            u.run.observe(&u.heading, Observation::StoreWrite { operation: "delete", path: &path });
+            u.run.observe(
+                &u.heading,
+                Observation::StoreWrite {
+                    operation: "delete",
+                    path: &path,
+                },
+            );
             Ok(())
         })?,
     )?;
@@ -248,12 +278,15 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
 /// Converts optional Lua line bounds; a missing start means line 1.
 fn bounds(start: Option<i64>, end: Option<i64>) -> Result<(usize, Option<usize>), RunError> {
     let line = |value: i64, which: &str| {
-        usize::try_from(value).ok().filter(|&v| v >= 1).ok_or_else(|| {
-            RunError::new(
-                RunErrorKind::Store,
-                format!("the {which} line must be 1 or more, got {value}"),
-            )
-        })
+        usize::try_from(value)
+            .ok()
+            .filter(|&v| v >= 1)
+            .ok_or_else(|| {
+                RunError::new(
+                    RunErrorKind::Store,
+                    format!("the {which} line must be 1 or more, got {value}"),
+                )
+            })
     };
     let start = start.map_or(Ok(1), |v| line(v, "start"))?;
     let end = end.map(|v| line(v, "end")).transpose()?;

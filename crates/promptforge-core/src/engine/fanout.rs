@@ -124,7 +124,11 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
     let count = plan.members.len();
     for (position, item) in plan.members.into_iter().enumerate() {
         let index = position + 1;
-        let ctx = unit.nested_ctx(plan.depth, unit.scopes.enter(&registry, index), cancel.clone());
+        let ctx = unit.nested_ctx(
+            plan.depth,
+            unit.scopes.enter(&registry, index),
+            cancel.clone(),
+        );
         let state = WalkState {
             var: plan.var.clone(),
             reply: unit.start_reply.clone(),
@@ -142,7 +146,10 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
     results.resize_with(count, || None);
     while let Some(joined) = arms.join_next().await {
         let outcome = joined.map_err(|error| {
-            RunError::new(RunErrorKind::Lua, format!("a fanout arm stopped unexpectedly: {error}"))
+            RunError::new(
+                RunErrorKind::Lua,
+                format!("a fanout arm stopped unexpectedly: {error}"),
+            )
         });
         match outcome {
             Ok((position, Ok(result))) => results[position] = Some(result),
@@ -156,7 +163,9 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
     }
     results
         .into_iter()
-        .map(|r| r.ok_or_else(|| RunError::new(RunErrorKind::Lua, "internal: a fanout arm is missing")))
+        .map(|r| {
+            r.ok_or_else(|| RunError::new(RunErrorKind::Lua, "internal: a fanout arm is missing"))
+        })
         .collect()
 }
 
@@ -170,7 +179,10 @@ async fn run_arm(
     let started_with = state.reply.clone();
     let unit = Unit::section(&ctx, worker, &state, Some((item.clone(), index)))?;
     let run = Arc::clone(&unit.run);
-    run.observe(&unit.heading, Observation::ArmStarted { id: unit.id, index });
+    run.observe(
+        &unit.heading,
+        Observation::ArmStarted { id: unit.id, index },
+    );
     let blocks = &run.prompt.data.sections[worker].blocks;
     let end = run_unit(&unit, blocks, &mut state).await?;
     let text = match end {
@@ -187,7 +199,14 @@ async fn run_arm(
         UnitEnd::Fallthrough if state.reply != started_with => state.reply.unwrap_or_default(),
         UnitEnd::Fallthrough => String::new(),
     };
-    run.observe(&unit.heading, Observation::ArmFinished { id: unit.id, index, ok: true });
+    run.observe(
+        &unit.heading,
+        Observation::ArmFinished {
+            id: unit.id,
+            index,
+            ok: true,
+        },
+    );
     Ok(ArmResult {
         text,
         ok: true,
@@ -203,8 +222,12 @@ pub(crate) fn results_table(lua: &Lua, results: Vec<ArmResult>) -> mlua::Result<
     let make: mlua::Function = helpers.get("result")?;
     let table = lua.create_table_with_capacity(results.len(), 0)?;
     for (position, result) in results.into_iter().enumerate() {
-        let entry: Table =
-            make.call((result.text, result.ok, lua.to_value(&result.item)?, result.exhausted))?;
+        let entry: Table = make.call((
+            result.text,
+            result.ok,
+            lua.to_value(&result.item)?,
+            result.exhausted,
+        ))?;
         table.raw_set(position + 1, entry)?;
     }
     Ok(table)

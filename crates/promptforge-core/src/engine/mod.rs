@@ -261,15 +261,16 @@ pub(crate) fn walk<'a>(
                 UnitEnd::Fallthrough => index += 1,
                 UnitEnd::Returned(value) => return Ok(WalkEnd::Returned(value)),
                 UnitEnd::Jump(Target::Sibling { section: target }) => {
-                    index = level.iter().position(|&s| s == target).unwrap_or(level.len());
+                    index = level
+                        .iter()
+                        .position(|&s| s == target)
+                        .unwrap_or(level.len());
                     forced = true;
                 }
                 UnitEnd::Jump(Target::Child { section: child }) => {
                     // A child-level walk; the parent resumes after the jumper with the
                     // child walk's last reply (a `return` there ends only the child walk).
-                    if let WalkEnd::Returned(value) =
-                        walk(ctx, child, true, state).await?
-                    {
+                    if let WalkEnd::Returned(value) = walk(ctx, child, true, state).await? {
                         state.reply = Some(value);
                     }
                     index += 1;
@@ -287,11 +288,13 @@ pub(crate) async fn run_unit(
     state: &mut WalkState,
 ) -> Result<UnitEnd, RunError> {
     let heading = unit.heading.clone();
-    unit.run.observe(&heading, Observation::SectionStarted { id: unit.id });
+    unit.run
+        .observe(&heading, Observation::SectionStarted { id: unit.id });
     let result = run_blocks(unit, blocks, state)
         .await
         .map_err(|error| error.in_section(&heading));
-    unit.run.observe(&heading, Observation::SectionFinished { id: unit.id });
+    unit.run
+        .observe(&heading, Observation::SectionFinished { id: unit.id });
     result
 }
 

@@ -146,7 +146,12 @@ impl Unit {
     }
 
     /// The walk context units nested under this one (execute chains) run in.
-    pub(crate) fn nested_ctx(&self, depth: u32, scopes: Scopes, cancel: CancellationToken) -> WalkCtx {
+    pub(crate) fn nested_ctx(
+        &self,
+        depth: u32,
+        scopes: Scopes,
+        cancel: CancellationToken,
+    ) -> WalkCtx {
         WalkCtx {
             run: Arc::clone(&self.run),
             depth,
@@ -172,11 +177,17 @@ impl Unit {
     }
 
     pub(crate) fn take_jump(&self) -> Option<Target> {
-        self.jump.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.jump
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     pub(crate) fn jump_pending(&self) -> bool {
-        self.jump.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+        self.jump
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     /// Resolves a heading address against this unit's visible set: its siblings (not
@@ -226,7 +237,11 @@ impl Unit {
         match self.section {
             None => (Vec::new(), &data.roots),
             Some(id) => {
-                let siblings = level_of(data, id).iter().copied().filter(|&s| s != id).collect();
+                let siblings = level_of(data, id)
+                    .iter()
+                    .copied()
+                    .filter(|&s| s != id)
+                    .collect();
                 (siblings, &data.sections[id].children)
             }
         }

@@ -93,7 +93,10 @@ impl Vm {
         match outcome {
             None => match unit.take_jump() {
                 Some(target) => Ok(ChunkEnd::Jump(target)),
-                None => Err(RunError::new(RunErrorKind::Control, "internal: lost jump target")),
+                None => Err(RunError::new(
+                    RunErrorKind::Control,
+                    "internal: lost jump target",
+                )),
             },
             Some(Ok(values)) => {
                 let first = values.into_iter().next().unwrap_or(Value::Nil);
@@ -136,7 +139,10 @@ pub(crate) fn var_snapshot(lua: &Lua) -> Result<serde_json::Map<String, Json>, R
 }
 
 fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
-    let lua = Lua::new_with(StdLib::STRING | StdLib::TABLE | StdLib::MATH, LuaOptions::new())?;
+    let lua = Lua::new_with(
+        StdLib::STRING | StdLib::TABLE | StdLib::MATH,
+        LuaOptions::new(),
+    )?;
     lua.set_memory_limit(unit.run.limits.lua_memory_bytes.get())?;
     let budget = unit.run.limits.lua_instructions.get();
     let hook_unit = Arc::clone(unit);

@@ -208,11 +208,16 @@ pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
         serde_saphyr::from_str(split.yaml).map_err(|error| yaml_error(&error, split))?
     };
 
-    let promptforge = raw.promptforge.ok_or_else(|| missing("promptforge"))?.into_text();
+    let promptforge = raw
+        .promptforge
+        .ok_or_else(|| missing("promptforge"))?
+        .into_text();
     let major = major_of(&promptforge).ok_or_else(|| {
         ParseError::new(
             ParseErrorKind::InvalidField,
-            format!("frontmatter field `promptforge` must be a version number, found `{promptforge}`"),
+            format!(
+                "frontmatter field `promptforge` must be a version number, found `{promptforge}`"
+            ),
         )
     })?;
     if major != SUPPORTED_MAJOR {
@@ -233,7 +238,10 @@ pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
             "must be a non-empty single line of at most 128 bytes",
         ));
     }
-    let description = raw.description.ok_or_else(|| missing("description"))?.into_text();
+    let description = raw
+        .description
+        .ok_or_else(|| missing("description"))?
+        .into_text();
     if description.trim().is_empty() {
         return Err(invalid("description", "must not be empty"));
     }
@@ -298,7 +306,12 @@ fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
     let line = error
         .location()
         .map(|location| usize::try_from(location.line()).unwrap_or(1) + split.yaml_line - 1);
-    let first_line = text.lines().next().unwrap_or("invalid YAML").trim().to_owned();
+    let first_line = text
+        .lines()
+        .next()
+        .unwrap_or("invalid YAML")
+        .trim()
+        .to_owned();
     let error = ParseError::new(kind, format!("frontmatter: {first_line}"));
     match line {
         Some(line) => error.at(line, None),

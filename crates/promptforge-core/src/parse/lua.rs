@@ -76,7 +76,10 @@ impl Compiler {
             Ok(n) => (n, rest[digits..].trim_start_matches(':').trim()),
             Err(_) => (line, rest.trim()),
         };
-        ParseError::new(ParseErrorKind::LuaSyntax, format!("Lua syntax error: {message}"))
-            .at(at, Some(span))
+        ParseError::new(
+            ParseErrorKind::LuaSyntax,
+            format!("Lua syntax error: {message}"),
+        )
+        .at(at, Some(span))
     }
 }

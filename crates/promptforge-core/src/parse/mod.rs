@@ -167,7 +167,11 @@ fn fence_role(source: &str, range: &Range<usize>, kind: &CodeBlockKind<'_>) -> F
         return FenceRole::Inert;
     }
     let at_line_start = range.start == 0 || source.as_bytes()[range.start - 1] == b'\n';
-    let opener = source[range.start..].lines().next().unwrap_or("").trim_end();
+    let opener = source[range.start..]
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_end();
     match (at_line_start, opener) {
         (true, "```lua") => FenceRole::Lua,
         (true, "```lua shared") => FenceRole::Shared,
@@ -229,7 +233,10 @@ impl Builder<'_> {
                 ParseErrorKind::MissingTitle,
                 "the first heading must be the `# Title` (H1)",
             )
-            .at(self.lines.line_of(title_range.start), Some(title_range.clone())));
+            .at(
+                self.lines.line_of(title_range.start),
+                Some(title_range.clone()),
+            ));
         }
 
         let region_end = |k: usize| heading_at.get(k + 1).copied().unwrap_or(elements.len());
@@ -257,9 +264,15 @@ impl Builder<'_> {
                 ));
             }
             if name.is_empty() {
-                return Err(located(ParseErrorKind::EmptyHeading, "a heading has no text".into()));
+                return Err(located(
+                    ParseErrorKind::EmptyHeading,
+                    "a heading has no text".into(),
+                ));
             }
-            while stack.last().is_some_and(|&top| sections[top].level >= *level) {
+            while stack
+                .last()
+                .is_some_and(|&top| sections[top].level >= *level)
+            {
                 stack.pop();
             }
             let parent = stack.last().copied();
@@ -341,7 +354,9 @@ impl Builder<'_> {
         let Some(first) = elements.first() else {
             return Ok(region);
         };
-        let end = elements.last().map_or(first.range().start, |e| e.range().end);
+        let end = elements
+            .last()
+            .map_or(first.range().start, |e| e.range().end);
         let mut prose_from = first.range().start;
         for (index, element) in elements.iter().enumerate() {
             match element {
@@ -376,7 +391,9 @@ impl Builder<'_> {
                     prose_from = range.end;
                 }
                 Element::List { items, .. } => {
-                    region.items.extend(items.iter().map(|r| list_item(&self.source[r.clone()])));
+                    region
+                        .items
+                        .extend(items.iter().map(|r| list_item(&self.source[r.clone()])));
                 }
                 _ => {}
             }

@@ -121,7 +121,10 @@ mod tests {
     fn backslash_escapes_a_literal_open() {
         let t = Template::parse(r"use \{{ name }} literally", 0, 1).unwrap();
         assert!(t.is_literal());
-        assert_eq!(t.segments, [Segment::Text("use {{ name }} literally".into())]);
+        assert_eq!(
+            t.segments,
+            [Segment::Text("use {{ name }} literally".into())]
+        );
     }
 
     #[test]
@@ -130,7 +133,13 @@ mod tests {
         assert_eq!(error.kind(), ParseErrorKind::Template);
         assert_eq!(error.line(), Some(9));
         assert_eq!(error.span(), Some(108..110));
-        for bad in ["{{ }}", "{{ a b }}", "{{ 1x }}", "{{ a..b }}", "{{ args() }}"] {
+        for bad in [
+            "{{ }}",
+            "{{ a b }}",
+            "{{ 1x }}",
+            "{{ a..b }}",
+            "{{ args() }}",
+        ] {
             assert!(Template::parse(bad, 0, 1).is_err(), "{bad}");
         }
     }

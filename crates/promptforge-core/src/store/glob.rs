@@ -32,7 +32,10 @@ impl Glob {
         if pattern.starts_with('/') {
             return reject("patterns are relative: remove the leading slash");
         }
-        if let Some(c) = pattern.chars().find(|c| matches!(c, '?' | '[' | ']' | '{' | '}')) {
+        if let Some(c) = pattern
+            .chars()
+            .find(|c| matches!(c, '?' | '[' | ']' | '{' | '}'))
+        {
             return reject(&format!("`{c}` is not supported; use `*` and `**` only"));
         }
         let mut segments = Vec::new();
@@ -48,7 +51,9 @@ impl Glob {
             } else if segment.contains("**") {
                 return reject("`**` must be a whole path segment");
             } else {
-                segments.push(Segment::Parts(segment.split('*').map(str::to_owned).collect()));
+                segments.push(Segment::Parts(
+                    segment.split('*').map(str::to_owned).collect(),
+                ));
             }
         }
         Ok(Self { segments })
@@ -140,7 +145,9 @@ mod tests {
 
     #[test]
     fn rejects_unsupported_syntax() {
-        for pattern in ["", "a\\*", "***", "a/***/b", "a**", "**b", "x?", "[ab]", "{a,b}", "/a", "a//b"] {
+        for pattern in [
+            "", "a\\*", "***", "a/***/b", "a**", "**b", "x?", "[ab]", "{a,b}", "/a", "a//b",
+        ] {
             assert!(Glob::new(pattern).is_err(), "{pattern}");
         }
     }

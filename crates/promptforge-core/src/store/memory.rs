@@ -30,7 +30,10 @@ impl Store for MemoryStore {
     }
 
     fn append(&self, path: &str, contents: &str) -> Result<(), StoreError> {
-        self.files().entry(path.to_owned()).or_default().push_str(contents);
+        self.files()
+            .entry(path.to_owned())
+            .or_default()
+            .push_str(contents);
         Ok(())
     }
 

@@ -67,7 +67,9 @@ impl StoreRef {
     /// Reads the whole file.
     pub fn read(&self, path: &str) -> Result<String, StoreError> {
         validate_path(path)?;
-        self.inner.get(path)?.ok_or_else(|| StoreError::not_found(path))
+        self.inner
+            .get(path)?
+            .ok_or_else(|| StoreError::not_found(path))
     }
 
     /// Reads lines `start..=end` (1-based, inclusive), joined by `\n` with no trailing newline.
@@ -82,7 +84,11 @@ impl StoreRef {
     ) -> Result<String, StoreError> {
         let text = self.read(path)?;
         let lines = bounded_lines(path, &text, start, end)?;
-        Ok(lines.into_iter().map(|(_, line)| line).collect::<Vec<_>>().join("\n"))
+        Ok(lines
+            .into_iter()
+            .map(|(_, line)| line)
+            .collect::<Vec<_>>()
+            .join("\n"))
     }
 
     /// Like [`StoreRef::read_lines`], each line prefixed by its absolute number right-aligned
@@ -95,7 +101,9 @@ impl StoreRef {
     ) -> Result<String, StoreError> {
         let text = self.read(path)?;
         let lines = bounded_lines(path, &text, start, end)?;
-        let width = lines.last().map_or(1, |(number, _)| number.to_string().len());
+        let width = lines
+            .last()
+            .map_or(1, |(number, _)| number.to_string().len());
         Ok(lines
             .into_iter()
             .map(|(number, line)| format!("{number:>width$}| {line}"))
@@ -135,7 +143,12 @@ impl StoreRef {
     /// Every path matching `pattern` (`*` within a segment, `**` across), sorted.
     pub fn glob(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
         let glob = Glob::new(pattern)?;
-        Ok(self.inner.paths()?.into_iter().filter(|p| glob.matches(p)).collect())
+        Ok(self
+            .inner
+            .paths()?
+            .into_iter()
+            .filter(|p| glob.matches(p))
+            .collect())
     }
 
     /// Whether a file exists.
@@ -167,7 +180,10 @@ fn bounded_lines<'t>(
     }
     if let Some(end) = end {
         if end < start {
-            return Err(StoreError::range(path, "the end line is before the start line"));
+            return Err(StoreError::range(
+                path,
+                "the end line is before the start line",
+            ));
         }
     }
     let body = text.strip_suffix('\n').unwrap_or(text);
@@ -209,7 +225,10 @@ mod tests {
     fn numbered_reads_keep_absolute_numbers() {
         let text: String = (1..=12).map(|i| format!("l{i}\n")).collect();
         let store = store_with(&text);
-        assert_eq!(store.read_numbered("f.txt", 9, Some(10)).unwrap(), " 9| l9\n10| l10");
+        assert_eq!(
+            store.read_numbered("f.txt", 9, Some(10)).unwrap(),
+            " 9| l9\n10| l10"
+        );
         let whole = store.read_numbered("f.txt", 1, None).unwrap();
         assert!(whole.starts_with(" 1| l1\n"));
         assert!(whole.ends_with("12| l12"));
@@ -243,7 +262,10 @@ mod tests {
         for path in ["notes/b.md", "notes/a.md", "notes/x/c.md", "other.md"] {
             store.write(path, "").unwrap();
         }
-        assert_eq!(store.glob("notes/*.md").unwrap(), ["notes/a.md", "notes/b.md"]);
+        assert_eq!(
+            store.glob("notes/*.md").unwrap(),
+            ["notes/a.md", "notes/b.md"]
+        );
         assert_eq!(store.glob("**/*.md").unwrap().len(), 4);
     }
 }

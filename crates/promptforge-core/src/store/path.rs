@@ -65,7 +65,15 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_paths() {
-        for path in ["a", "notes/summary.md", "a/b/c.txt", "console/x", "COM0", "LPT10", ".hidden"] {
+        for path in [
+            "a",
+            "notes/summary.md",
+            "a/b/c.txt",
+            "console/x",
+            "COM0",
+            "LPT10",
+            ".hidden",
+        ] {
             assert!(validate_path(path).is_ok(), "{path}");
         }
     }
