@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 mod cancel;
+pub mod client;
 mod engine;
 mod envelope;
 pub mod error;
@@ -34,6 +35,7 @@ pub mod store;
 pub mod tools;
 
 pub use cancel::CancelHandle;
+pub use client::{CompletionError, CompletionErrorKind, GatewayClient, ModelCatalog, ModelDescriptor};
 pub use engine::run;
 pub use error::{RunError, RunErrorKind};
 pub use limits::{RunConfig, RunLimits};
