@@ -1,0 +1,478 @@
+//! The picker: an embedded catalog and the decisions over it.
+
+use std::collections::HashSet;
+
+use crate::decision::{Decision, candidate_count, decide};
+use crate::error::{IndexError, QueryError, SelectionError};
+use crate::lexical::LexicalIndex;
+use crate::model::EMBEDDING_DIM;
+use crate::{BuildError, Catalog, Config, Model, ToolDescriptor, ToolId};
+
+/// An immutable index of one catalog under one model and configuration.
+///
+/// Every answer borrows the picker's descriptors; nothing is deep-cloned.
+#[derive(Debug, Clone)]
+pub struct ToolPicker {
+    model: Model,
+    config: Config,
+    catalog: Catalog,
+    /// Row `i` (`EMBEDDING_DIM` values) is tool `i`'s unit embedding.
+    embeddings: Vec<f32>,
+    lexical: LexicalIndex,
+}
+
+/// What `resolve` decided for a need.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome<'a> {
+    /// One tool clearly covers the need.
+    Bind(&'a ToolDescriptor),
+    /// The leading tool's server publishes near-identical twins of it.
+    Duplicate(CandidateGroup<'a>),
+    /// Several tools cover the need about equally well.
+    Ambiguous(CandidateGroup<'a>),
+    /// No tool covers the need. A successful answer, not an error.
+    Absent,
+}
+
+/// Two or more candidates, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateGroup<'a> {
+    tools: Vec<&'a ToolDescriptor>,
+}
+
+impl<'a> CandidateGroup<'a> {
+    /// The leading candidate.
+    pub fn first(&self) -> &'a ToolDescriptor {
+        self.tools[0]
+    }
+
+    /// The runner-up.
+    pub fn second(&self) -> &'a ToolDescriptor {
+        self.tools[1]
+    }
+
+    /// The candidate at `index`, best first.
+    pub fn get(&self, index: usize) -> Option<&'a ToolDescriptor> {
+        self.tools.get(index).copied()
+    }
+
+    /// The number of candidates (at least two).
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Always `false`: a group has at least two candidates.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The candidates, best first.
+    pub fn iter(&self) -> std::iter::Copied<std::slice::Iter<'_, &'a ToolDescriptor>> {
+        self.tools.iter().copied()
+    }
+}
+
+impl<'s, 'a> IntoIterator for &'s CandidateGroup<'a> {
+    type Item = &'a ToolDescriptor;
+    type IntoIter = std::iter::Copied<std::slice::Iter<'s, &'a ToolDescriptor>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.tools.iter().copied()
+    }
+}
+
+/// Tools relevant to a need, best first; never contradicts [`ToolPicker::resolve`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Shortlist<'a> {
+    tools: Vec<&'a ToolDescriptor>,
+}
+
+impl<'a> Shortlist<'a> {
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether nothing is relevant.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The best tool.
+    pub fn first(&self) -> Option<&'a ToolDescriptor> {
+        self.tools.first().copied()
+    }
+
+    /// The tool at `index`, best first.
+    pub fn get(&self, index: usize) -> Option<&'a ToolDescriptor> {
+        self.tools.get(index).copied()
+    }
+
+    /// The tools, best first.
+    pub fn iter(&self) -> std::iter::Copied<std::slice::Iter<'_, &'a ToolDescriptor>> {
+        self.tools.iter().copied()
+    }
+}
+
+impl<'s, 'a> IntoIterator for &'s Shortlist<'a> {
+    type Item = &'a ToolDescriptor;
+    type IntoIter = std::iter::Copied<std::slice::Iter<'s, &'a ToolDescriptor>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.tools.iter().copied()
+    }
+}
+
+/// A tool with its relevance score for one need (from [`ToolPicker::rank`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored<'a> {
+    tool: &'a ToolDescriptor,
+    score: f32,
+}
+
+impl<'a> Scored<'a> {
+    /// The tool.
+    pub fn tool(&self) -> &'a ToolDescriptor {
+        self.tool
+    }
+
+    /// Its relevance score for the need.
+    pub fn score(&self) -> f32 {
+        self.score
+    }
+}
+
+/// Two tools whose own descriptions are alike.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NearDuplicate<'a> {
+    first: &'a ToolDescriptor,
+    second: &'a ToolDescriptor,
+    similarity: f32,
+}
+
+impl<'a> NearDuplicate<'a> {
+    /// The earlier tool in catalog order.
+    pub fn first(&self) -> &'a ToolDescriptor {
+        self.first
+    }
+
+    /// The later tool in catalog order.
+    pub fn second(&self) -> &'a ToolDescriptor {
+        self.second
+    }
+
+    /// The cosine similarity of the two tools' embeddings.
+    pub fn similarity(&self) -> f32 {
+        self.similarity
+    }
+}
+
+/// Near-duplicate pairs in catalog pair order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NearDuplicates<'a> {
+    pairs: Vec<NearDuplicate<'a>>,
+}
+
+impl<'a> NearDuplicates<'a> {
+    /// The number of pairs.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether no pair reaches the duplicate threshold.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The pair at `index`.
+    pub fn get(&self, index: usize) -> Option<&NearDuplicate<'a>> {
+        self.pairs.get(index)
+    }
+
+    /// The pairs in catalog pair order.
+    pub fn iter(&self) -> std::slice::Iter<'_, NearDuplicate<'a>> {
+        self.pairs.iter()
+    }
+}
+
+impl<'s, 'a> IntoIterator for &'s NearDuplicates<'a> {
+    type Item = &'s NearDuplicate<'a>;
+    type IntoIter = std::slice::Iter<'s, NearDuplicate<'a>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.pairs.iter()
+    }
+}
+
+/// The text a tool is embedded and matched by: its name in words, then its description.
+pub(crate) fn tool_text(tool: &ToolDescriptor) -> String {
+    let words = crate::lexical::words(tool.name());
+    if tool.description().trim().is_empty() {
+        words
+    } else {
+        format!("{words}: {}", tool.description().trim())
+    }
+}
+
+/// A deterministic dot product: eight fixed lanes, summed in a fixed order.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let mut chunks_a = a.chunks_exact(8);
+    let mut chunks_b = b.chunks_exact(8);
+    for (ca, cb) in (&mut chunks_a).zip(&mut chunks_b) {
+        for k in 0..8 {
+            lanes[k] += ca[k] * cb[k];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in chunks_a.remainder().iter().zip(chunks_b.remainder()) {
+        tail += x * y;
+    }
+    ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+        + tail
+}
+
+impl ToolPicker {
+    /// Loads the compiled-in model and indexes `catalog`.
+    pub fn build(catalog: Catalog, config: Config) -> Result<Self, BuildError> {
+        let model = Model::load()?;
+        Ok(Self::build_with_model(&model, catalog, config)?)
+    }
+
+    /// Indexes `catalog` with an already loaded model (shared, not copied).
+    pub fn build_with_model(
+        model: &Model,
+        catalog: Catalog,
+        config: Config,
+    ) -> Result<Self, IndexError> {
+        let mut embeddings = Vec::with_capacity(catalog.len() * EMBEDDING_DIM);
+        let mut texts = Vec::with_capacity(catalog.len());
+        for (position, tool) in catalog.iter().enumerate() {
+            let text = tool_text(tool);
+            let vector = model
+                .embed(&text)
+                .map_err(|e| IndexError::new(tool.id().clone(), position, e))?;
+            embeddings.extend_from_slice(&vector);
+            texts.push(text);
+        }
+        let lexical = LexicalIndex::new(texts.iter().map(String::as_str));
+        Ok(Self {
+            model: model.clone(),
+            config,
+            catalog,
+            embeddings,
+            lexical,
+        })
+    }
+
+    /// Indexes a new catalog with this picker's model and configuration. This picker is
+    /// unchanged and still answers from its own catalog.
+    pub fn rebuild(&self, catalog: Catalog) -> Result<Self, IndexError> {
+        Self::build_with_model(&self.model, catalog, self.config)
+    }
+
+    /// The same index under another configuration: nothing is embedded again.
+    #[must_use]
+    pub fn with_config(&self, config: Config) -> Self {
+        Self {
+            config,
+            ..self.clone()
+        }
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.catalog.len()
+    }
+
+    /// Whether the catalog is empty (every need is then absent).
+    pub fn is_empty(&self) -> bool {
+        self.catalog.is_empty()
+    }
+
+    /// The tools in catalog order.
+    pub fn iter(&self) -> std::slice::Iter<'_, ToolDescriptor> {
+        self.catalog.iter()
+    }
+
+    /// The first tool with this identity.
+    pub fn get(&self, id: &ToolId) -> Option<&ToolDescriptor> {
+        self.catalog.get(id)
+    }
+
+    /// The indexed catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The model (cheap to clone).
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn embedding(&self, position: usize) -> &[f32] {
+        &self.embeddings[position * EMBEDDING_DIM..(position + 1) * EMBEDDING_DIM]
+    }
+
+    /// Every tool's score for `need`, best first; ties go to annotations, then catalog order.
+    fn ranked(&self, need: &str) -> Result<Vec<(usize, f32)>, QueryError> {
+        let query = self.model.embed(need)?;
+        let lexical = self.lexical.scores(need);
+        let w = self.config.lexical_weight();
+        let mut ranked: Vec<(usize, f32)> = (0..self.catalog.len())
+            .map(|i| {
+                let dense = dot(&query, self.embedding(i));
+                let lex = lexical.get(i).copied().unwrap_or(0.0);
+                (i, (1.0 - w) * dense + w * lex)
+            })
+            .collect();
+        let tools = self.catalog.as_slice();
+        ranked.sort_by(|&(a, sa), &(b, sb)| {
+            sb.total_cmp(&sa)
+                .then_with(|| {
+                    tools[a]
+                        .annotations()
+                        .tie_break_key()
+                        .cmp(&tools[b].annotations().tie_break_key())
+                })
+                .then(a.cmp(&b))
+        });
+        Ok(ranked)
+    }
+
+    fn twins(&self, a: usize, b: usize) -> bool {
+        let tools = self.catalog.as_slice();
+        tools[a].server() == tools[b].server()
+            && (tools[a].id() == tools[b].id()
+                || dot(self.embedding(a), self.embedding(b)) >= self.config.duplicate_threshold())
+    }
+
+    fn decide(&self, ranked: &[(usize, f32)]) -> Decision {
+        decide(ranked, &self.config, |a, b| self.twins(a, b))
+    }
+
+    fn group(&self, positions: &[usize]) -> CandidateGroup<'_> {
+        let tools = self.catalog.as_slice();
+        CandidateGroup {
+            tools: positions.iter().map(|&i| &tools[i]).collect(),
+        }
+    }
+
+    /// Decides which tool covers `need`: bind, duplicate, ambiguous or absent.
+    ///
+    /// Precedence is fixed: absent, duplicate, bind, ambiguous; every threshold is inclusive.
+    /// An `Err` means the need could not be embedded, so there is no answer at all.
+    pub fn resolve(&self, need: &str) -> Result<Outcome<'_>, QueryError> {
+        let ranked = self.ranked(need)?;
+        let tools = self.catalog.as_slice();
+        Ok(match self.decide(&ranked) {
+            Decision::Absent => Outcome::Absent,
+            Decision::Bind(i) => Outcome::Bind(&tools[i]),
+            Decision::Duplicate(group) => Outcome::Duplicate(self.group(&group)),
+            Decision::Ambiguous(group) => Outcome::Ambiguous(self.group(&group)),
+        })
+    }
+
+    /// Up to `limit` tools relevant to `need`, best first, without a final decision.
+    ///
+    /// It never contradicts [`resolve`](Self::resolve): when `resolve` abstains the list is
+    /// empty; when it binds, the list is exactly that tool; otherwise it holds the candidates
+    /// at or above the similarity floor. A `limit` of zero embeds nothing.
+    pub fn shortlist(&self, need: &str, limit: usize) -> Result<Shortlist<'_>, QueryError> {
+        if limit == 0 {
+            return Ok(Shortlist::default());
+        }
+        let ranked = self.ranked(need)?;
+        let tools = self.catalog.as_slice();
+        let positions: Vec<usize> = match self.decide(&ranked) {
+            Decision::Absent => Vec::new(),
+            Decision::Bind(i) => vec![i],
+            Decision::Duplicate(_) | Decision::Ambiguous(_) => ranked
+                [..candidate_count(&ranked, &self.config)]
+                .iter()
+                .map(|&(i, _)| i)
+                .take(limit)
+                .collect(),
+        };
+        Ok(Shortlist {
+            tools: positions.into_iter().map(|i| &tools[i]).collect(),
+        })
+    }
+
+    /// The `limit` best-scoring tools with their scores: a diagnostic ranking, not a
+    /// decision (no floor, no margin). Calibration and retrieval use it.
+    pub fn rank(&self, need: &str, limit: usize) -> Result<Vec<Scored<'_>>, QueryError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let tools = self.catalog.as_slice();
+        Ok(self
+            .ranked(need)?
+            .into_iter()
+            .take(limit)
+            .map(|(i, score)| Scored {
+                tool: &tools[i],
+                score,
+            })
+            .collect())
+    }
+
+    /// Pairs among the selected tools whose own embeddings reach the duplicate threshold,
+    /// in catalog pair order.
+    ///
+    /// Every requested identity must be in the picker; otherwise [`SelectionError`] names
+    /// the first missing one and nothing is compared. Repeating an identity changes nothing.
+    pub fn near_duplicates(&self, ids: &[ToolId]) -> Result<NearDuplicates<'_>, SelectionError> {
+        if let Some(missing) = ids.iter().find(|id| self.catalog.get(id).is_none()) {
+            return Err(SelectionError::new(missing.clone()));
+        }
+        let wanted: HashSet<&ToolId> = ids.iter().collect();
+        let tools = self.catalog.as_slice();
+        let selected: Vec<usize> = (0..tools.len())
+            .filter(|&i| wanted.contains(tools[i].id()))
+            .collect();
+        let mut pairs = Vec::new();
+        for (n, &a) in selected.iter().enumerate() {
+            for &b in &selected[n + 1..] {
+                let similarity = dot(self.embedding(a), self.embedding(b));
+                if similarity >= self.config.duplicate_threshold() {
+                    pairs.push(NearDuplicate {
+                        first: &tools[a],
+                        second: &tools[b],
+                        similarity,
+                    });
+                }
+            }
+        }
+        Ok(NearDuplicates { pairs })
+    }
+}
+
+impl<'a> IntoIterator for &'a ToolPicker {
+    type Item = &'a ToolDescriptor;
+    type IntoIter = std::slice::Iter<'a, ToolDescriptor>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.catalog.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_is_exact_on_simple_vectors() {
+        let a = vec![1.0f32; 10];
+        let b = vec![2.0f32; 10];
+        assert_eq!(dot(&a, &b), 20.0);
+        assert_eq!(dot(&[], &[]), 0.0);
+    }
+}
