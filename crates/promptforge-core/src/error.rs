@@ -26,6 +26,12 @@ pub enum RunErrorKind {
     Template,
     /// A section has prose for the model but no model is bound.
     NoModel,
+    /// A model call failed (see [`CompletionError`](crate::CompletionError)).
+    Model,
+    /// A tool or model description could not be bound, or a binding call was misused.
+    Binding,
+    /// A tool loop ran out of iterations outside a fanout arm.
+    ToolLoopExhausted,
     /// A tool call failed fatally.
     Tool,
     /// The run was cancelled through its [`CancelHandle`](crate::CancelHandle).
@@ -46,6 +52,9 @@ impl RunErrorKind {
             Self::Limit => "limit",
             Self::Template => "template",
             Self::NoModel => "no_model",
+            Self::Model => "model",
+            Self::Binding => "binding",
+            Self::ToolLoopExhausted => "tool_loop_exhausted",
             Self::Tool => "tool",
             Self::Cancelled => "cancelled",
             Self::Config => "config",
@@ -135,6 +144,15 @@ impl fmt::Display for RunError {
 }
 
 impl std::error::Error for RunError {}
+
+impl From<crate::client::CompletionError> for RunError {
+    fn from(error: crate::client::CompletionError) -> Self {
+        Self {
+            retryable: error.is_retryable(),
+            ..Self::new(RunErrorKind::Model, error.to_string())
+        }
+    }
+}
 
 impl From<StoreError> for RunError {
     fn from(error: StoreError) -> Self {

@@ -35,7 +35,9 @@ pub mod store;
 pub mod tools;
 
 pub use cancel::CancelHandle;
-pub use client::{CompletionError, CompletionErrorKind, GatewayClient, ModelCatalog, ModelDescriptor};
+pub use client::{
+    CompletionError, CompletionErrorKind, GatewayClient, ModelCatalog, ModelDescriptor,
+};
 pub use engine::run;
 pub use error::{RunError, RunErrorKind};
 pub use limits::{RunConfig, RunLimits};
@@ -44,4 +46,4 @@ pub use parse::{FileDeclaration, Frontmatter, ParseError, ParseErrorKind, prompt
 pub use prompt::{Prompt, Section};
 pub use resolve::ResolutionContext;
 pub use store::{Store, StoreError, StoreRef};
-pub use tools::{Tool, ToolError, ToolErrorKind, ToolId, ToolOutput};
+pub use tools::{Tool, ToolCatalog, ToolError, ToolErrorKind, ToolId, ToolOutput};

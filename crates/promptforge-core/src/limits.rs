@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cancel::CancelHandle;
-use crate::observe::{NullObserver, Observer};
+use crate::client::GatewayClient;
+use crate::observe::{DebugCapture, NullObserver, Observer};
 
 /// Resource caps of a run. Every field has a default; the builder methods replace one each.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +136,8 @@ pub struct RunConfig {
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) cancel: CancelHandle,
     pub(crate) limits: RunLimits,
+    pub(crate) client: Option<GatewayClient>,
+    pub(crate) debug: Option<Arc<dyn DebugCapture>>,
 }
 
 impl fmt::Debug for RunConfig {
@@ -154,7 +157,22 @@ impl RunConfig {
             observer: Arc::new(NullObserver),
             cancel: CancelHandle::new(),
             limits: RunLimits::default(),
+            client: None,
+            debug: None,
         }
+    }
+
+    /// The gateway client model calls use. Without one, the run builds one from
+    /// `PROMPTFORGE_GATEWAY_URL` and `PROMPTFORGE_GATEWAY_API_KEY` at its first model call.
+    pub fn client(mut self, client: GatewayClient) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Receives the raw JSON of every model turn.
+    pub fn debug(mut self, debug: Arc<dyn DebugCapture>) -> Self {
+        self.debug = Some(debug);
+        self
     }
 
     /// Receives the run's observations.

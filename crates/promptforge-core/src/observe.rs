@@ -67,6 +67,34 @@ pub enum Observation<'a> {
         /// The path.
         path: &'a str,
     },
+    /// A model turn finished.
+    ModelTurnCompleted {
+        /// The catalog model id.
+        model: &'a str,
+        /// The finish reason the backend sent, if any.
+        finish_reason: Option<&'a str>,
+        /// The section's 0-based turn index.
+        turn: u32,
+    },
+    /// A model turn stopped at its token cap (`finish_reason: "length"`).
+    ModelTurnTruncated {
+        /// The catalog model id.
+        model: &'a str,
+        /// The section's 0-based turn index.
+        turn: u32,
+    },
+    /// A tool call succeeded.
+    ToolCallSucceeded {
+        /// The tool's wire name.
+        tool: &'a str,
+    },
+    /// A tool call failed (the failure went back to the model).
+    ToolCallFailed {
+        /// The tool's wire name.
+        tool: &'a str,
+        /// Why.
+        error: &'a str,
+    },
     /// A fanout arm started.
     ArmStarted {
         /// The arm's execution-unit id.
@@ -97,4 +125,31 @@ pub struct NullObserver;
 
 impl Observer for NullObserver {
     fn observe(&self, _execution: &str, _section: &str, _event: Observation<'_>) {}
+}
+
+/// One raw model exchange, for [`DebugCapture`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum DebugEvent<'a> {
+    /// The request body about to be sent.
+    Request {
+        /// The JSON body.
+        body: &'a serde_json::Value,
+    },
+    /// The response body received.
+    Response {
+        /// The JSON body.
+        body: &'a serde_json::Value,
+        /// The first choice's finish reason.
+        finish_reason: Option<&'a str>,
+        /// The first choice's reasoning text.
+        reasoning: Option<&'a str>,
+    },
+}
+
+/// Receives the raw request and response JSON of every model turn, including nested
+/// `infer` calls and fanout arms.
+pub trait DebugCapture: Send + Sync {
+    /// Called before each request and after each response.
+    fn on_event(&self, execution: &str, section: &str, turn_index: u32, event: DebugEvent<'_>);
 }

@@ -124,9 +124,9 @@ impl CompletionError {
     pub fn is_retryable(&self) -> bool {
         match self.kind {
             CompletionErrorKind::Transport => true,
-            CompletionErrorKind::Backend => {
-                self.status.is_some_and(|s| s == 429 || s == 408 || s >= 500)
-            }
+            CompletionErrorKind::Backend => self
+                .status
+                .is_some_and(|s| s == 429 || s == 408 || s >= 500),
             _ => false,
         }
     }

@@ -152,7 +152,9 @@ impl GatewayClient {
         limits: RequestLimits,
     ) -> Result<ChatResponse, CompletionError> {
         let what = "chat completion";
-        let raw = self.post_json("v1/chat/completions", &request.to_json(), limits, what).await?;
+        let raw = self
+            .post_json("v1/chat/completions", &request.to_json(), limits, what)
+            .await?;
         ChatResponse::from_json(raw).map_err(|why| CompletionError::malformed(what, why))
     }
 
@@ -179,7 +181,9 @@ impl GatewayClient {
         arguments: &Json,
         limits: RequestLimits,
     ) -> Result<String, CompletionError> {
-        let raw = self.post_json("v1/tools/web_search", arguments, limits, "web search").await?;
+        let raw = self
+            .post_json("v1/tools/web_search", arguments, limits, "web search")
+            .await?;
         Ok(raw.to_string())
     }
 
@@ -224,10 +228,16 @@ async fn read_body(
     let too_large = || {
         CompletionError::malformed(
             what,
-            format!("the body exceeds {} bytes (RunLimits::max_response_bytes)", limits.max_response_bytes),
+            format!(
+                "the body exceeds {} bytes (RunLimits::max_response_bytes)",
+                limits.max_response_bytes
+            ),
         )
     };
-    if response.content_length().is_some_and(|len| len > limits.max_response_bytes) {
+    if response
+        .content_length()
+        .is_some_and(|len| len > limits.max_response_bytes)
+    {
         return Err(too_large());
     }
     let mut body = Vec::new();
@@ -289,8 +299,14 @@ mod tests {
         let ok = |url: &str| validate_endpoint(url).unwrap().to_string();
         assert_eq!(ok("http://127.0.0.1:8080"), "http://127.0.0.1:8080/");
         assert_eq!(ok("https://gw.example.com/v1/"), "https://gw.example.com/");
-        assert_eq!(ok("https://gw.example.com/base/v1"), "https://gw.example.com/base/");
-        assert_eq!(ok("https://gw.example.com/base//"), "https://gw.example.com/base/");
+        assert_eq!(
+            ok("https://gw.example.com/base/v1"),
+            "https://gw.example.com/base/"
+        );
+        assert_eq!(
+            ok("https://gw.example.com/base//"),
+            "https://gw.example.com/base/"
+        );
         for bad in [
             "ftp://x",
             "not a url",

@@ -36,7 +36,10 @@ impl ChatMessage {
             } => {
                 let mut message = Map::new();
                 message.insert("role".into(), json!("assistant"));
-                message.insert("content".into(), content.clone().map_or(Json::Null, Json::String));
+                message.insert(
+                    "content".into(),
+                    content.clone().map_or(Json::Null, Json::String),
+                );
                 if !tool_calls.is_empty() {
                     let calls = tool_calls
                         .iter()
@@ -161,7 +164,9 @@ impl ChatResponse {
             .and_then(Json::as_array)
             .and_then(|choices| choices.first())
             .ok_or("the response has no choices")?;
-        let message = choice.get("message").ok_or("the first choice has no message")?;
+        let message = choice
+            .get("message")
+            .ok_or("the first choice has no message")?;
         let text = |value: Option<&Json>| value.and_then(Json::as_str).map(str::to_owned);
         let mut tool_calls = Vec::new();
         if let Some(calls) = message.get("tool_calls").and_then(Json::as_array) {
@@ -225,7 +230,10 @@ mod tests {
             thinking: Some(false),
         };
         let body = request.to_json();
-        assert_eq!(body["messages"][1]["tool_calls"][0]["function"]["name"], "search");
+        assert_eq!(
+            body["messages"][1]["tool_calls"][0]["function"]["name"],
+            "search"
+        );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert_eq!(body["tools"][0]["type"], "function");
         assert_eq!(body["chat_template_kwargs"]["enable_thinking"], false);

@@ -18,6 +18,8 @@ const MAX_LOG_CHARS: usize = 256;
 pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
     let globals = lua.globals();
     globals.set("store", store_table(lua, unit)?)?;
+    globals.set("models", super::lua_models::install(lua, unit)?)?;
+    globals.set("tools", super::lua_tools::install(lua, unit)?)?;
 
     let log_unit = Arc::clone(unit);
     globals.set(
@@ -48,13 +50,16 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
         "jump",
         lua.create_async_function(move |lua, address: String| {
             let unit = Arc::clone(&jump_unit);
-            let checked = if unit.phase() == Phase::SharedLoad {
-                Err(RunError::new(
+            let checked = match unit.phase() {
+                Phase::SharedLoad => Err(RunError::new(
                     RunErrorKind::Control,
                     "jump is not available during shared library load",
-                ))
-            } else {
-                unit.resolve(&address)
+                )),
+                Phase::ToolHandler => Err(RunError::new(
+                    RunErrorKind::Control,
+                    "jump is not available inside a local tool handler",
+                )),
+                Phase::Body => unit.resolve(&address),
             };
             let checked = checked.map_err(|e| raise_async(&lua, e));
             async move {

@@ -185,6 +185,7 @@ async fn run_arm(
     );
     let blocks = &run.prompt.data.sections[worker].blocks;
     let end = run_unit(&unit, blocks, &mut state).await?;
+    let exhausted = matches!(end, UnitEnd::Exhausted);
     let text = match end {
         UnitEnd::Returned(value) => value,
         UnitEnd::Jump(target) => {
@@ -196,21 +197,24 @@ async fn run_arm(
                 WalkEnd::Exhausted => state.reply.unwrap_or_default(),
             }
         }
-        UnitEnd::Fallthrough if state.reply != started_with => state.reply.unwrap_or_default(),
-        UnitEnd::Fallthrough => String::new(),
+        UnitEnd::Fallthrough | UnitEnd::Exhausted if state.reply != started_with => {
+            state.reply.unwrap_or_default()
+        }
+        UnitEnd::Fallthrough | UnitEnd::Exhausted => String::new(),
     };
+    let ok = !exhausted;
     run.observe(
         &unit.heading,
         Observation::ArmFinished {
             id: unit.id,
             index,
-            ok: true,
+            ok,
         },
     );
     Ok(ArmResult {
         text,
-        ok: true,
-        exhausted: false,
+        ok,
+        exhausted,
         item,
     })
 }

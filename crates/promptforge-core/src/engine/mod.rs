@@ -5,27 +5,35 @@
 //! level of sibling sections; `var` and `reply` travel with the walk as JSON and text.
 
 mod api;
+mod bindings;
 mod fanout;
+mod lua_models;
+mod lua_tools;
 mod render;
+mod turns;
 mod unit;
 mod values;
 mod vm;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use serde_json::{Map, Value as Json};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::{CompletionError, GatewayClient, RequestLimits};
 use crate::error::{RunError, RunErrorKind};
 use crate::limits::{MAX_NESTING, RunConfig, RunLimits};
-use crate::observe::{Observation, Observer};
+use crate::observe::{DebugCapture, Observation, Observer};
 use crate::prompt::{Block, Prompt, SectionId};
 use crate::resolve::ResolutionContext;
 use crate::store::StoreRef;
+use crate::tools::ToolCatalog;
+use bindings::{Bindings, ModelResolver};
+use promptforge_tool_picker::ToolPicker;
 
 pub(crate) use unit::{Scopes, Unit};
 
@@ -44,9 +52,8 @@ pub async fn run(
     store: &StoreRef,
     config: RunConfig,
 ) -> Result<String, RunError> {
-    let _ = resolution;
     let started = Instant::now();
-    let run = Arc::new(Run::new(prompt.clone(), store.clone(), &config));
+    let run = Arc::new(Run::new(prompt.clone(), store.clone(), config, resolution));
     let observer = Arc::clone(&run.observer);
     observer.observe(
         &run.execution,
@@ -84,26 +91,84 @@ pub(crate) struct Run {
     pub(crate) cancel: CancellationToken,
     pub(crate) launched: String,
     pub(crate) nonce: String,
+    pub(crate) picker: Option<ToolPicker>,
+    pub(crate) tools: ToolCatalog,
+    pub(crate) debug: Option<Arc<dyn DebugCapture>>,
+    configured_client: Option<GatewayClient>,
+    client: OnceLock<Result<GatewayClient, CompletionError>>,
+    bindings: Mutex<Bindings>,
+    resolver: Mutex<ModelResolver>,
     next_id: AtomicU64,
     sections_entered: AtomicU64,
     log_events: AtomicU32,
 }
 
 impl Run {
-    fn new(prompt: Prompt, store: StoreRef, config: &RunConfig) -> Self {
+    fn new(
+        prompt: Prompt,
+        store: StoreRef,
+        config: RunConfig,
+        resolution: ResolutionContext<'_>,
+    ) -> Self {
+        let picker = resolution.picker.cloned();
+        let models = resolution.models.cloned().unwrap_or_default();
         Self {
             prompt,
             store,
-            observer: Arc::clone(&config.observer),
-            execution: config.execution.clone(),
-            limits: config.limits.clone(),
+            observer: config.observer,
+            execution: config.execution,
+            limits: config.limits,
             cancel: config.cancel.token().clone(),
             launched: rfc3339(SystemTime::now()),
             nonce: crate::envelope::new_nonce(),
+            resolver: Mutex::new(ModelResolver::new(picker.clone(), models)),
+            picker,
+            tools: resolution.tools.cloned().unwrap_or_default(),
+            debug: config.debug,
+            configured_client: config.client,
+            client: OnceLock::new(),
+            bindings: Mutex::new(Bindings::default()),
             next_id: AtomicU64::new(1),
             sections_entered: AtomicU64::new(0),
             log_events: AtomicU32::new(0),
         }
+    }
+
+    /// The gateway client: the configured one, else one built from the environment at the
+    /// first model call.
+    pub(crate) fn client(&self) -> Result<&GatewayClient, RunError> {
+        let client = self.client.get_or_init(|| match &self.configured_client {
+            Some(client) => Ok(client.clone()),
+            None => GatewayClient::from_env(),
+        });
+        client
+            .as_ref()
+            .map_err(|error| RunError::from(error.clone()))
+    }
+
+    /// The per-request limits of model and gateway calls.
+    pub(crate) fn request_limits(&self) -> RequestLimits {
+        RequestLimits {
+            timeout: self.limits.request_timeout,
+            max_response_bytes: self.limits.max_response_bytes.get(),
+        }
+    }
+
+    /// The run-wide declarations (the lock is never held across an await).
+    pub(crate) fn bindings(&self) -> MutexGuard<'_, Bindings> {
+        self.bindings.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn resolver(&self) -> MutexGuard<'_, ModelResolver> {
+        self.resolver.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tool-loop iterations: the limits' override, else the frontmatter's.
+    pub(crate) fn max_tool_iterations(&self) -> u32 {
+        self.limits
+            .max_tool_iterations
+            .unwrap_or_else(|| self.prompt.frontmatter().max_tool_iterations())
+            .get()
     }
 
     /// Takes the next execution-unit id and counts a section entry.
@@ -153,6 +218,8 @@ pub(crate) enum UnitEnd {
     Returned(String),
     /// A block called `jump`.
     Jump(Target),
+    /// A fanout arm's tool loop ran out of iterations (soft-degraded).
+    Exhausted,
 }
 
 /// How a walk ended.
@@ -207,6 +274,7 @@ async fn execute_run(run: &Arc<Run>, input: &str) -> Result<String, RunError> {
     let end = run_unit(&h1, blocks, &mut state).await?;
     let walked = match end {
         UnitEnd::Returned(value) => return Ok(value),
+        UnitEnd::Exhausted => WalkEnd::Exhausted,
         UnitEnd::Jump(target) => walk(&ctx, target.section(), true, &mut state).await?,
         UnitEnd::Fallthrough => match run.prompt.data.roots.first() {
             Some(&first) => walk(&ctx, first, false, &mut state).await?,
@@ -258,7 +326,7 @@ pub(crate) fn walk<'a>(
             let unit = Unit::section(ctx, section, state, None)?;
             let end = run_unit(&unit, &data.sections[section].blocks, state).await?;
             match end {
-                UnitEnd::Fallthrough => index += 1,
+                UnitEnd::Fallthrough | UnitEnd::Exhausted => index += 1,
                 UnitEnd::Returned(value) => return Ok(WalkEnd::Returned(value)),
                 UnitEnd::Jump(Target::Sibling { section: target }) => {
                     index = level
@@ -313,8 +381,11 @@ async fn run_blocks(
         }
         unit.set_phase(unit::Phase::Body);
     }
+    // Declared aliases become globals after the replay, so they win over shared globals.
+    vm.install_aliases(unit)?;
+    let last_prose = blocks.iter().rposition(|b| matches!(b, Block::Prose(_)));
     let mut end = UnitEnd::Fallthrough;
-    for block in blocks {
+    for (index, block) in blocks.iter().enumerate() {
         match block {
             Block::Lua(chunk) => match vm.call_chunk(unit, chunk).await? {
                 vm::ChunkEnd::Value(None) => {}
@@ -329,17 +400,16 @@ async fn run_blocks(
             },
             Block::Prose(prose) => {
                 let text = render::render(vm.lua(), unit, prose)?;
-                if !text.trim().is_empty() {
-                    return Err(RunError::new(
-                        RunErrorKind::NoModel,
-                        format!(
-                            "{}:{}: this section has prose for the model but no model is bound; \
-                             declare one with models.default(alias, description) in the H1 or \
-                             select one with models.use(alias)",
-                            unit.run.prompt.origin(),
-                            prose.line
-                        ),
-                    ));
+                if text.trim().is_empty() {
+                    continue;
+                }
+                let full_loop = Some(index) == last_prose;
+                match turns::prose_turn(&vm, unit, prose, text, full_loop).await? {
+                    turns::ProseOutcome::Reply(reply) => vm.set_reply(&reply)?,
+                    turns::ProseOutcome::Exhausted => {
+                        end = UnitEnd::Exhausted;
+                        break;
+                    }
                 }
             }
         }

@@ -20,6 +20,36 @@ pub(crate) enum Phase {
     SharedLoad = 0,
     /// Running the unit's own blocks.
     Body = 1,
+    /// Running a local tool handler (`jump` is disabled).
+    ToolHandler = 2,
+}
+
+/// The section-local state of the model and tool layer.
+#[derive(Default)]
+pub(crate) struct SectionScope {
+    /// `tools.add` entries: alias and model-facing description override.
+    pub(crate) added: Vec<(String, Option<String>)>,
+    /// `tools.add_local` declarations, in order.
+    pub(crate) locals: Vec<LocalTool>,
+    /// How many locals the next prose block offers (declared before it started).
+    pub(crate) visible_locals: usize,
+    /// `tools.calls` counts by alias, failures included.
+    pub(crate) calls: std::collections::BTreeMap<String, u32>,
+    /// The `models.use` selection.
+    pub(crate) model_use: Option<String>,
+    /// The section's conversation (cleared on every section entry).
+    pub(crate) conversation: Vec<crate::client::ChatMessage>,
+    /// Model turns made by this unit (the debug turn index).
+    pub(crate) turns: u32,
+}
+
+/// A Lua-backed tool declared with `tools.add_local`.
+pub(crate) struct LocalTool {
+    pub(crate) alias: String,
+    pub(crate) description: String,
+    pub(crate) parameters: Json,
+    /// `(name, type)` of every parameter, for argument checks.
+    pub(crate) params: Vec<(String, String)>,
 }
 
 /// The fanout write registries enclosing a unit, innermost last: (registry, arm index).
@@ -82,6 +112,7 @@ pub(crate) struct Unit {
     phase: AtomicU8,
     pub(crate) instructions: AtomicU64,
     jump: Mutex<Option<Target>>,
+    pub(crate) scope: Mutex<SectionScope>,
 }
 
 impl Unit {
@@ -134,6 +165,7 @@ impl Unit {
             phase: AtomicU8::new(Phase::Body as u8),
             instructions: AtomicU64::new(0),
             jump: Mutex::new(None),
+            scope: Mutex::new(SectionScope::default()),
         }
     }
 
@@ -165,11 +197,16 @@ impl Unit {
     }
 
     pub(crate) fn phase(&self) -> Phase {
-        if self.phase.load(Ordering::Relaxed) == Phase::SharedLoad as u8 {
-            Phase::SharedLoad
-        } else {
-            Phase::Body
+        match self.phase.load(Ordering::Relaxed) {
+            0 => Phase::SharedLoad,
+            2 => Phase::ToolHandler,
+            _ => Phase::Body,
         }
+    }
+
+    /// The section-local scope (the lock is never held across an await).
+    pub(crate) fn scope(&self) -> std::sync::MutexGuard<'_, SectionScope> {
+        self.scope.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn request_jump(&self, target: Target) {

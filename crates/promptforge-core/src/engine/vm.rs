@@ -106,6 +106,71 @@ impl Vm {
         }
     }
 
+    /// Installs declared tool and model aliases as bare globals.
+    pub(crate) fn install_aliases(&self, unit: &Arc<Unit>) -> Result<(), RunError> {
+        super::lua_tools::install_aliases(&self.lua, unit).map_err(|e| from_lua_error(&e))
+    }
+
+    /// Sets the `reply` global after a model turn.
+    pub(crate) fn set_reply(&self, reply: &str) -> Result<(), RunError> {
+        self.lua
+            .globals()
+            .set("reply", reply)
+            .map_err(|e| from_lua_error(&e))
+    }
+
+    /// Records the model and finish reason of the latest section turn in `sys`.
+    pub(crate) fn set_sys_model(&self, model: &str, finish: Option<&str>) -> Result<(), RunError> {
+        let sys: Table = self
+            .lua
+            .named_registry_value(SYS_KEY)
+            .map_err(|e| from_lua_error(&e))?;
+        sys.raw_set("model", model)
+            .map_err(|e| from_lua_error(&e))?;
+        sys.raw_set("reply_finish_reason", finish)
+            .map_err(|e| from_lua_error(&e))
+    }
+
+    /// Runs a local tool handler with the model's JSON arguments; `jump` is disabled.
+    pub(crate) async fn call_local(
+        &self,
+        unit: &Arc<Unit>,
+        alias: &str,
+        params: &[(String, String)],
+        arguments: &str,
+    ) -> Result<String, RunError> {
+        let args = check_local_args(params, arguments)?;
+        let handlers: Table = self
+            .lua
+            .named_registry_value(super::lua_tools::LOCAL_HANDLERS_KEY)
+            .map_err(|e| from_lua_error(&e))?;
+        let handler: mlua::Function = handlers.raw_get(alias).map_err(|e| from_lua_error(&e))?;
+        let args = self.lua.to_value(&args).map_err(|e| from_lua_error(&e))?;
+        unit.set_phase(super::unit::Phase::ToolHandler);
+        unit.instructions.store(0, Ordering::Relaxed);
+        let result = tokio::select! {
+            result = handler.call_async::<Value>(args) => result,
+            () = unit.cancel.cancelled() => {
+                unit.set_phase(super::unit::Phase::Body);
+                return Err(RunError::cancelled());
+            }
+        };
+        unit.set_phase(super::unit::Phase::Body);
+        match result.map_err(|e| from_lua_error(&e))? {
+            Value::String(text) => Ok(text.to_string_lossy()),
+            value @ (Value::Integer(_) | Value::Number(_)) => {
+                values::scalar_or_json(&self.lua, value, "the handler's result")
+            }
+            other => Err(RunError::new(
+                RunErrorKind::Lua,
+                format!(
+                    "the local tool `{alias}` returned a {}; handlers return a string",
+                    other.type_name()
+                ),
+            )),
+        }
+    }
+
     /// Copies `reply` and `var` back into the walk state.
     pub(crate) fn save(&self, state: &mut WalkState) -> Result<(), RunError> {
         state.reply = match self.lua.globals().get::<Value>("reply") {
@@ -210,4 +275,42 @@ fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
         globals.raw_remove(name)?;
     }
     globals.get::<Table>("string")?.raw_remove("dump")
+}
+
+/// Checks a local tool call's arguments against its declared parameters: a JSON object
+/// with every parameter present and of its declared type.
+fn check_local_args(params: &[(String, String)], arguments: &str) -> Result<Json, RunError> {
+    let invalid =
+        |why: String| RunError::new(RunErrorKind::Lua, format!("invalid arguments: {why}"));
+    let value: Json = serde_json::from_str(if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    })
+    .map_err(|e| invalid(format!("not JSON ({e})")))?;
+    let Json::Object(map) = &value else {
+        return Err(invalid("expected a JSON object".to_owned()));
+    };
+    for (name, kind) in params {
+        let Some(arg) = map.get(name) else {
+            return Err(invalid(format!("missing required parameter `{name}`")));
+        };
+        let ok = match kind.as_str() {
+            "string" => arg.is_string(),
+            "integer" => arg.is_i64() || arg.is_u64(),
+            "number" => arg.is_number(),
+            "boolean" => arg.is_boolean(),
+            _ => false,
+        };
+        if !ok {
+            return Err(invalid(format!("parameter `{name}` must be a {kind}")));
+        }
+    }
+    if let Some(extra) = map
+        .keys()
+        .find(|k| !params.iter().any(|(name, _)| name == *k))
+    {
+        return Err(invalid(format!("unknown parameter `{extra}`")));
+    }
+    Ok(value)
 }

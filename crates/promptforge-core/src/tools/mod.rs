@@ -5,13 +5,16 @@
 //! A tool is dispatched uniformly whether it runs in-process (`web_fetch`, a Lua local tool)
 //! or proxies through a gateway (`web_search`): the tool loop sees only this trait.
 
+mod catalog;
 mod error;
-mod id;
 mod output;
+mod web_search;
 
+pub use catalog::{CatalogError, ToolCatalog};
 pub use error::{ToolError, ToolErrorKind};
-pub use id::ToolId;
 pub use output::ToolOutput;
+pub use promptforge_tool_picker::ToolId;
+pub use web_search::WebSearch;
 
 use async_trait::async_trait;
 
@@ -37,4 +40,11 @@ pub trait Tool: Send + Sync {
 
     /// Runs the tool with the raw JSON arguments string the model produced.
     async fn call(&self, arguments: &str) -> Result<ToolOutput, ToolError>;
+
+    /// Whether the tool's output comes from a third party (the `untrusted` handle flag).
+    /// Each [`ToolOutput`] still carries its own trust mark, which is what the tool loop
+    /// honours.
+    fn untrusted(&self) -> bool {
+        true
+    }
 }

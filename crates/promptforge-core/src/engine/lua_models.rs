@@ -1,0 +1,240 @@
+//! The `models` table: `bind`, `default`, `use`, `get`, `infer`, and model handles.
+
+use std::sync::Arc;
+
+use mlua::{Lua, Table, UserData, UserDataFields, UserDataMethods, Value};
+
+use super::bindings::{ModelBinding, ModelOpts, binding_error, check_alias};
+use super::turns;
+use super::unit::Unit;
+use super::values::{raise, raise_async};
+use crate::client::Thinking;
+use crate::error::RunError;
+
+/// A frozen model handle; `handle:infer(prompt)` consults this model.
+pub(crate) struct ModelHandle {
+    pub(crate) binding: Arc<ModelBinding>,
+    unit: Arc<Unit>,
+}
+
+impl ModelHandle {
+    pub(crate) fn new(binding: Arc<ModelBinding>, unit: &Arc<Unit>) -> Self {
+        Self {
+            binding,
+            unit: Arc::clone(unit),
+        }
+    }
+}
+
+impl UserData for ModelHandle {
+    fn add_fields<F: UserDataFields<Self>>(fields: &mut F) {
+        fields.add_field_method_get("name", |_, this| Ok(this.binding.alias.clone()));
+        fields.add_field_method_get("model_id", |_, this| Ok(this.binding.model_id.clone()));
+        fields.add_field_method_get("description", |_, this| {
+            Ok(this.binding.description.clone())
+        });
+        fields.add_field_method_get("context", |_, this| Ok(this.binding.context));
+        fields.add_field_method_get("thinking", |_, this| {
+            Ok(this
+                .binding
+                .thinking_request
+                .unwrap_or(this.binding.thinking == Thinking::Always))
+        });
+        fields.add_field_method_get("temperature", |_, this| Ok(this.binding.temperature));
+        fields.add_field_method_get("max_tokens", |_, this| Ok(this.binding.max_tokens));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_async_method("infer", |_, this, prompt: String| {
+            let binding = Arc::clone(&this.binding);
+            let unit = Arc::clone(&this.unit);
+            async move {
+                turns::infer(&unit, &binding, prompt)
+                    .await
+                    .map_err(mlua::Error::external)
+            }
+        });
+        methods.add_meta_method("__tostring", |_, this, ()| {
+            Ok(format!(
+                "model {} ({})",
+                this.binding.alias, this.binding.model_id
+            ))
+        });
+    }
+}
+
+/// Reads and checks a `models.bind` opts table.
+fn opts(value: Value) -> Result<ModelOpts, RunError> {
+    let mut opts = ModelOpts::default();
+    let table = match value {
+        Value::Nil => return Ok(opts),
+        Value::Table(table) => table,
+        other => {
+            return Err(binding_error(format!(
+                "model opts must be a table, not a {}",
+                other.type_name()
+            )));
+        }
+    };
+    for pair in table.pairs::<String, Value>() {
+        let (key, value) = pair.map_err(|e| binding_error(format!("model opts: {e}")))?;
+        let bad = |what: &str| binding_error(format!("model opt `{key}` must be {what}"));
+        match (key.as_str(), value) {
+            ("thinking", Value::Boolean(flag)) => opts.thinking = Some(flag),
+            ("thinking", _) => return Err(bad("a boolean")),
+            ("context", Value::Integer(n)) if n > 0 => opts.context = u64::try_from(n).ok(),
+            ("context", _) => return Err(bad("a positive integer")),
+            ("max_tokens", Value::Integer(n)) if n > 0 => opts.max_tokens = u64::try_from(n).ok(),
+            ("max_tokens", _) => return Err(bad("a positive integer")),
+            ("temperature", Value::Integer(n)) if (0..=2).contains(&n) => {
+                opts.temperature = Some(n as f64);
+            }
+            ("temperature", Value::Number(t)) if (0.0..=2.0).contains(&t) => {
+                opts.temperature = Some(t);
+            }
+            ("temperature", _) => return Err(bad("a number from 0.0 to 2.0")),
+            (other, _) => {
+                return Err(binding_error(format!(
+                    "unknown model opt `{other}`; the opts are thinking, context, temperature and max_tokens"
+                )));
+            }
+        }
+    }
+    Ok(opts)
+}
+
+/// Resolves and records a declaration; nothing changes when any step fails.
+fn declare(
+    unit: &Arc<Unit>,
+    alias: &str,
+    description: &str,
+    raw_opts: Value,
+    make_default: bool,
+) -> Result<Arc<ModelBinding>, RunError> {
+    check_alias(alias)?;
+    let opts = opts(raw_opts)?;
+    {
+        let bindings = unit.run.bindings();
+        bindings.check_free(alias)?;
+        if make_default {
+            if let Some(existing) = &bindings.default_model {
+                return Err(binding_error(format!(
+                    "models.default was already called (the default is `{existing}`)"
+                )));
+            }
+        }
+    }
+    let binding = Arc::new(unit.run.resolver().resolve(alias, description, &opts)?);
+    let mut bindings = unit.run.bindings();
+    // Re-check under the lock: a concurrent arm may have declared meanwhile.
+    bindings.check_free(alias)?;
+    if make_default && bindings.default_model.is_some() {
+        return Err(binding_error("models.default was already called"));
+    }
+    bindings
+        .models
+        .insert(alias.to_owned(), Arc::clone(&binding));
+    if make_default {
+        bindings.default_model = Some(alias.to_owned());
+    }
+    Ok(binding)
+}
+
+pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
+    let models = lua.create_table()?;
+
+    let u = Arc::clone(unit);
+    models.set(
+        "bind",
+        lua.create_function(
+            move |lua, (alias, description, raw): (String, String, Value)| {
+                let binding =
+                    declare(&u, &alias, &description, raw, false).map_err(|e| raise(lua, e))?;
+                Ok(ModelHandle::new(binding, &u))
+            },
+        )?,
+    )?;
+
+    let u = Arc::clone(unit);
+    models.set(
+        "default",
+        lua.create_function(
+            move |lua, (alias, description, raw): (String, Option<String>, Value)| {
+                let binding = match description {
+                    Some(description) => declare(&u, &alias, &description, raw, true),
+                    None => {
+                        let mut bindings = u.run.bindings();
+                        bindings.model(&alias).and_then(|binding| {
+                            if let Some(existing) = &bindings.default_model {
+                                return Err(binding_error(format!(
+                                    "models.default was already called (the default is `{existing}`)"
+                                )));
+                            }
+                            bindings.default_model = Some(alias.clone());
+                            Ok(binding)
+                        })
+                    }
+                }
+                .map_err(|e| raise(lua, e))?;
+                Ok(ModelHandle::new(binding, &u))
+            },
+        )?,
+    )?;
+
+    let u = Arc::clone(unit);
+    models.set(
+        "use",
+        lua.create_function(move |lua, alias: String| {
+            let binding = u.run.bindings().model(&alias).map_err(|e| raise(lua, e))?;
+            let mut scope = u.scope();
+            if let Some(previous) = &scope.model_use {
+                let error = binding_error(format!(
+                    "models.use may be called once per section (this section already uses `{previous}`)"
+                ));
+                drop(scope);
+                return Err(raise(lua, error));
+            }
+            scope.model_use = Some(alias);
+            drop(scope);
+            Ok(ModelHandle::new(binding, &u))
+        })?,
+    )?;
+
+    let u = Arc::clone(unit);
+    models.set(
+        "get",
+        lua.create_function(move |lua, alias: String| {
+            let binding = u.run.bindings().model(&alias).map_err(|e| raise(lua, e))?;
+            Ok(ModelHandle::new(binding, &u))
+        })?,
+    )?;
+
+    let u = Arc::clone(unit);
+    models.set(
+        "infer",
+        lua.create_async_function(move |lua, prompt: String| {
+            let unit = Arc::clone(&u);
+            let selected = unit.scope().model_use.clone();
+            let binding = {
+                let bindings = unit.run.bindings();
+                selected
+                    .or_else(|| bindings.default_model.clone())
+                    .ok_or_else(|| {
+                        binding_error(
+                            "models.infer needs a model: call models.use(alias) in this section \
+                             or models.default(...) in the H1",
+                        )
+                    })
+                    .and_then(|alias| bindings.model(&alias))
+            }
+            .map_err(|e| raise_async(&lua, e));
+            async move {
+                let binding = binding?;
+                turns::infer(&unit, &binding, prompt)
+                    .await
+                    .map_err(mlua::Error::external)
+            }
+        })?,
+    )?;
+    Ok(models)
+}

@@ -1,0 +1,320 @@
+//! The `tools` table: `bind`, `always`, `add`, `add_local`, `calls`, and tool handles.
+
+use std::sync::Arc;
+
+use mlua::{Function, Lua, LuaSerdeExt, Table, UserData, UserDataFields, Value};
+
+use super::bindings::{
+    ToolBinding, binding_error, check_alias, listing, local_schema, resolve_tool,
+};
+use super::unit::{LocalTool, Unit};
+use super::values::raise;
+use crate::error::RunError;
+
+/// The registry table holding local tool handlers by alias.
+pub(crate) const LOCAL_HANDLERS_KEY: &str = "promptforge.local_tools";
+
+/// A frozen tool handle.
+pub(crate) struct ToolHandle {
+    pub(crate) binding: Arc<ToolBinding>,
+}
+
+impl UserData for ToolHandle {
+    fn add_fields<F: UserDataFields<Self>>(fields: &mut F) {
+        fields.add_field_method_get("name", |_, this| Ok(this.binding.alias.clone()));
+        fields.add_field_method_get("description", |_, this| {
+            Ok(this.binding.description.clone())
+        });
+        fields.add_field_method_get("parameters", |lua, this| {
+            lua.to_value(this.binding.tool.parameters())
+        });
+        fields.add_field_method_get("wire_name", |_, this| {
+            Ok(this.binding.tool.wire_name().to_owned())
+        });
+        fields.add_field_method_get("untrusted", |_, this| Ok(this.binding.tool.untrusted()));
+    }
+}
+
+/// An alias named by a string or a handle.
+fn alias_of(value: &Value) -> Result<String, RunError> {
+    match value {
+        Value::String(s) => Ok(s.to_string_lossy()),
+        Value::UserData(data) => data
+            .borrow::<ToolHandle>()
+            .map(|handle| handle.binding.alias.clone())
+            .map_err(|_| binding_error("expected a tool alias or a tool handle")),
+        other => Err(binding_error(format!(
+            "expected a tool alias or a tool handle, not a {}",
+            other.type_name()
+        ))),
+    }
+}
+
+fn bind(
+    unit: &Arc<Unit>,
+    alias: &str,
+    description: &str,
+    facing: Option<String>,
+) -> Result<Arc<ToolBinding>, RunError> {
+    check_alias(alias)?;
+    unit.run.bindings().check_free(alias)?;
+    let tool = resolve_tool(
+        unit.run.picker.as_ref(),
+        &unit.run.tools,
+        alias,
+        description,
+    )?;
+    let binding = Arc::new(ToolBinding {
+        alias: alias.to_owned(),
+        description: facing.unwrap_or_else(|| tool.description().to_owned()),
+        tool,
+    });
+    let mut bindings = unit.run.bindings();
+    bindings.check_free(alias)?;
+    bindings
+        .tools
+        .insert(alias.to_owned(), Arc::clone(&binding));
+    Ok(binding)
+}
+
+fn always(
+    unit: &Arc<Unit>,
+    alias: &str,
+    facing: Option<String>,
+) -> Result<Arc<ToolBinding>, RunError> {
+    let mut bindings = unit.run.bindings();
+    let mut binding = bindings.tool(alias)?;
+    if let Some(description) = facing {
+        binding = Arc::new(ToolBinding {
+            alias: binding.alias.clone(),
+            tool: Arc::clone(&binding.tool),
+            description,
+        });
+        bindings
+            .tools
+            .insert(alias.to_owned(), Arc::clone(&binding));
+    }
+    if !bindings.always.iter().any(|a| a == alias) {
+        bindings.always.push(alias.to_owned());
+    }
+    Ok(binding)
+}
+
+/// `tools.add`: every entry is checked before any is added.
+fn add(unit: &Arc<Unit>, target: &Value, facing: Option<String>) -> Result<(), RunError> {
+    let aliases: Vec<String> = match target {
+        Value::Table(list) => list
+            .sequence_values::<Value>()
+            .map(|v| {
+                v.map_err(|e| binding_error(e.to_string()))
+                    .and_then(|v| alias_of(&v))
+            })
+            .collect::<Result<_, _>>()?,
+        other => vec![alias_of(other)?],
+    };
+    {
+        let bindings = unit.run.bindings();
+        for alias in &aliases {
+            bindings.tool(alias)?;
+        }
+    }
+    let mut scope = unit.scope();
+    for alias in aliases {
+        scope.added.retain(|(a, _)| *a != alias);
+        scope.added.push((alias, facing.clone()));
+    }
+    Ok(())
+}
+
+/// Reads an `add_local` params table into `(name, type, description)`, sorted by name.
+fn local_params(params: &Table) -> Result<Vec<(String, String, Option<String>)>, RunError> {
+    let mut out = Vec::new();
+    for pair in params.pairs::<Value, Value>() {
+        let (key, value) =
+            pair.map_err(|e| binding_error(format!("tools.add_local params: {e}")))?;
+        let Value::String(name) = key else {
+            return Err(binding_error(
+                "tools.add_local params: parameter names must be strings",
+            ));
+        };
+        let name = name.to_string_lossy();
+        let (kind, description) = match value {
+            Value::String(kind) => (kind.to_string_lossy(), None),
+            Value::Table(spec) => {
+                let kind: Option<String> = spec.raw_get(1).ok();
+                let description: Option<String> = spec.raw_get(2).ok();
+                match kind {
+                    Some(kind) => (kind, description),
+                    None => {
+                        return Err(binding_error(format!(
+                            "tools.add_local parameter `{name}`: write {{\"type\", \"description\"}}"
+                        )));
+                    }
+                }
+            }
+            other => {
+                return Err(binding_error(format!(
+                    "tools.add_local parameter `{name}` is a {}; use a type string or {{type, description}}",
+                    other.type_name()
+                )));
+            }
+        };
+        if !matches!(kind.as_str(), "string" | "integer" | "number" | "boolean") {
+            return Err(binding_error(format!(
+                "tools.add_local parameter `{name}` has the type `{kind}`; supported types are string, integer, number and boolean"
+            )));
+        }
+        out.push((name, kind, description));
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn add_local(
+    lua: &Lua,
+    unit: &Arc<Unit>,
+    alias: &str,
+    description: &str,
+    params: &Table,
+    handler: Function,
+) -> Result<(), RunError> {
+    if unit.section.is_none() {
+        return Err(binding_error(
+            "tools.add_local is available in sections (H2 and below), not in the H1 preamble",
+        ));
+    }
+    check_alias(alias)?;
+    if unit.run.bindings().tools.contains_key(alias)
+        || unit.run.bindings().models.contains_key(alias)
+    {
+        return Err(binding_error(format!(
+            "tools.add_local(\"{alias}\"): the alias is already declared by tools.bind, tools.always or models"
+        )));
+    }
+    if unit.scope().locals.iter().any(|l| l.alias == alias) {
+        return Err(binding_error(format!(
+            "tools.add_local(\"{alias}\"): this section already declares a local tool with that alias"
+        )));
+    }
+    let params = local_params(params)?;
+    let handlers: Table = lua
+        .named_registry_value(LOCAL_HANDLERS_KEY)
+        .map_err(|e| binding_error(e.to_string()))?;
+    handlers
+        .raw_set(alias, handler)
+        .map_err(|e| binding_error(e.to_string()))?;
+    unit.scope().locals.push(LocalTool {
+        alias: alias.to_owned(),
+        description: description.to_owned(),
+        parameters: local_schema(&params),
+        params: params
+            .into_iter()
+            .map(|(name, kind, _)| (name, kind))
+            .collect(),
+    });
+    Ok(())
+}
+
+/// The count for `alias`, or an error listing the aliases that have counts.
+fn calls(unit: &Unit, alias: &str) -> Result<u32, RunError> {
+    let scope = unit.scope();
+    let bindings = unit.run.bindings();
+    let known = bindings.tools.contains_key(alias) || scope.locals.iter().any(|l| l.alias == alias);
+    if known {
+        return Ok(scope.calls.get(alias).copied().unwrap_or(0));
+    }
+    let mut available: Vec<&str> = bindings.tools.keys().map(String::as_str).collect();
+    available.extend(scope.locals.iter().map(|l| l.alias.as_str()));
+    Err(binding_error(format!(
+        "tools.calls.{alias}: no tool is declared as `{alias}`; available tools: {}",
+        listing(&available)
+    )))
+}
+
+pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
+    lua.set_named_registry_value(LOCAL_HANDLERS_KEY, lua.create_table()?)?;
+    let tools = lua.create_table()?;
+
+    let u = Arc::clone(unit);
+    tools.set(
+        "bind",
+        lua.create_function(
+            move |lua, (alias, description, facing): (String, String, Option<String>)| {
+                let binding = bind(&u, &alias, &description, facing).map_err(|e| raise(lua, e))?;
+                Ok(ToolHandle { binding })
+            },
+        )?,
+    )?;
+
+    let u = Arc::clone(unit);
+    tools.set(
+        "always",
+        lua.create_function(move |lua, (target, facing): (Value, Option<String>)| {
+            let binding = alias_of(&target)
+                .and_then(|alias| always(&u, &alias, facing))
+                .map_err(|e| raise(lua, e))?;
+            Ok(ToolHandle { binding })
+        })?,
+    )?;
+
+    let u = Arc::clone(unit);
+    tools.set(
+        "add",
+        lua.create_function(move |lua, (target, facing): (Value, Option<String>)| {
+            add(&u, &target, facing).map_err(|e| raise(lua, e))
+        })?,
+    )?;
+
+    let u = Arc::clone(unit);
+    tools.set(
+        "add_local",
+        lua.create_function(
+            move |lua, (alias, description, params, handler): (String, String, Table, Function)| {
+                add_local(lua, &u, &alias, &description, &params, handler)
+                    .map_err(|e| raise(lua, e))
+            },
+        )?,
+    )?;
+
+    let counts = lua.create_table()?;
+    let meta = lua.create_table()?;
+    let u = Arc::clone(unit);
+    meta.set(
+        "__index",
+        lua.create_function(move |lua, (_, alias): (Table, String)| {
+            calls(&u, &alias).map_err(|e| raise(lua, e))
+        })?,
+    )?;
+    meta.set(
+        "__newindex",
+        lua.create_function(
+            |lua, (_, _, _): (Table, Value, Value)| -> mlua::Result<()> {
+                Err(raise(lua, binding_error("tools.calls is read-only")))
+            },
+        )?,
+    )?;
+    counts.set_metatable(Some(meta))?;
+    tools.set("calls", counts)?;
+    Ok(tools)
+}
+
+/// Installs declared aliases as bare globals (after the shared library replay).
+pub(crate) fn install_aliases(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
+    let globals = lua.globals();
+    let (tools, models): (Vec<_>, Vec<_>) = {
+        let bindings = unit.run.bindings();
+        (
+            bindings.tools.values().cloned().collect(),
+            bindings.models.values().cloned().collect(),
+        )
+    };
+    for binding in tools {
+        let alias = binding.alias.clone();
+        globals.set(alias, ToolHandle { binding })?;
+    }
+    for binding in models {
+        let alias = binding.alias.clone();
+        globals.set(alias, super::lua_models::ModelHandle::new(binding, unit))?;
+    }
+    Ok(())
+}

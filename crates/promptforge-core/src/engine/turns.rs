@@ -1,0 +1,434 @@
+//! Model turns: single rounds, the tool-call loop, and `infer`.
+
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use super::bindings::{ModelBinding, ToolBinding, binding_error, listing};
+use super::unit::Unit;
+use super::vm::Vm;
+use crate::client::{ChatMessage, ChatRequest, ChatResponse, CompletionError, ToolCall, ToolSpec};
+use crate::error::{RunError, RunErrorKind};
+use crate::observe::{DebugEvent, Observation};
+use crate::prompt::Prose;
+use crate::tools::Tool;
+
+/// How a prose block ended.
+pub(crate) enum ProseOutcome {
+    /// The model's final reply (possibly `""` after a silent tool-only exit).
+    Reply(String),
+    /// A fanout arm's tool loop ran out of iterations.
+    Exhausted,
+}
+
+/// A tool offered to the model in one round.
+enum Offered {
+    Catalog {
+        alias: String,
+        tool: Arc<dyn Tool>,
+        description: String,
+    },
+    Local {
+        alias: String,
+        description: String,
+        parameters: Json,
+        params: Vec<(String, String)>,
+    },
+}
+
+impl Offered {
+    fn wire_name(&self) -> &str {
+        match self {
+            Self::Catalog { tool, .. } => tool.wire_name(),
+            Self::Local { alias, .. } => alias,
+        }
+    }
+
+    fn alias(&self) -> &str {
+        match self {
+            Self::Catalog { alias, .. } | Self::Local { alias, .. } => alias,
+        }
+    }
+
+    fn spec(&self) -> ToolSpec {
+        match self {
+            Self::Catalog {
+                tool, description, ..
+            } => ToolSpec {
+                name: tool.wire_name().to_owned(),
+                description: description.clone(),
+                parameters: tool.parameters().clone(),
+            },
+            Self::Local {
+                alias,
+                description,
+                parameters,
+                ..
+            } => ToolSpec {
+                name: alias.clone(),
+                description: description.clone(),
+                parameters: parameters.clone(),
+            },
+        }
+    }
+}
+
+/// The section's model: its `models.use` selection, else the `models.default` baseline.
+fn section_model(unit: &Unit, prose: &Prose) -> Result<Arc<ModelBinding>, RunError> {
+    let selected = unit.scope().model_use.clone();
+    let bindings = unit.run.bindings();
+    let alias = selected.or_else(|| bindings.default_model.clone()).ok_or_else(|| {
+        RunError::new(
+            RunErrorKind::NoModel,
+            format!(
+                "{}:{}: this section has prose for the model but no model is bound; declare one \
+                 with models.default(alias, description) in the H1 or select one with \
+                 models.use(alias)",
+                unit.run.prompt.origin(),
+                prose.line
+            ),
+        )
+    })?;
+    bindings.model(&alias)
+}
+
+/// Runs one prose block: a single round, or the full tool loop for the last prose block.
+pub(crate) async fn prose_turn(
+    vm: &Vm,
+    unit: &Arc<Unit>,
+    prose: &Prose,
+    text: String,
+    full_loop: bool,
+) -> Result<ProseOutcome, RunError> {
+    let model = section_model(unit, prose)?;
+    {
+        let mut scope = unit.scope();
+        scope.visible_locals = scope.locals.len();
+        scope.conversation.push(ChatMessage::User(text));
+    }
+    if !full_loop {
+        let response = model_round(vm, unit, &model, Vec::new()).await?;
+        let reply = response.content.clone().unwrap_or_default();
+        if reply.trim().is_empty() {
+            return Err(empty_reply(&response));
+        }
+        unit.scope().conversation.push(ChatMessage::Assistant {
+            content: Some(reply.clone()),
+            tool_calls: Vec::new(),
+        });
+        return Ok(ProseOutcome::Reply(reply));
+    }
+
+    let offered = offered_tools(unit)?;
+    check_near_duplicates(unit, &offered)?;
+    let specs: Vec<ToolSpec> = offered.iter().map(Offered::spec).collect();
+    let iterations = unit.run.max_tool_iterations();
+    let mut calls_done = 0u32;
+    for _ in 0..iterations {
+        let response = model_round(vm, unit, &model, specs.clone()).await?;
+        if response.tool_calls.is_empty() {
+            let reply = response.content.clone().unwrap_or_default();
+            if reply.trim().is_empty() {
+                if response.finish_reason.as_deref() == Some("stop") && calls_done > 0 {
+                    return Ok(ProseOutcome::Reply(String::new()));
+                }
+                return Err(empty_reply(&response));
+            }
+            unit.scope().conversation.push(ChatMessage::Assistant {
+                content: Some(reply.clone()),
+                tool_calls: Vec::new(),
+            });
+            return Ok(ProseOutcome::Reply(reply));
+        }
+        unit.scope().conversation.push(ChatMessage::Assistant {
+            content: response.content.clone().filter(|c| !c.is_empty()),
+            tool_calls: response.tool_calls.clone(),
+        });
+        for call in &response.tool_calls {
+            let content = dispatch(vm, unit, &offered, call).await?;
+            calls_done += 1;
+            unit.scope().conversation.push(ChatMessage::Tool {
+                tool_call_id: call.id.clone(),
+                content,
+            });
+        }
+    }
+    if unit.arm.is_some() {
+        return Ok(ProseOutcome::Exhausted);
+    }
+    Err(RunError::new(
+        RunErrorKind::ToolLoopExhausted,
+        format!(
+            "{}:{}: the tool loop used all {iterations} iterations (max_tool_iterations) without \
+             a final reply",
+            unit.run.prompt.origin(),
+            prose.line
+        ),
+    ))
+}
+
+fn empty_reply(response: &ChatResponse) -> RunError {
+    let finish = response.finish_reason.as_deref().unwrap_or("none");
+    RunError::from(CompletionError::empty_reply(format!(
+        "the model returned an empty reply (finish reason: {finish})"
+    )))
+}
+
+/// One model request on the section's conversation; updates `sys` and observes.
+async fn model_round(
+    vm: &Vm,
+    unit: &Arc<Unit>,
+    model: &ModelBinding,
+    tools: Vec<ToolSpec>,
+) -> Result<ChatResponse, RunError> {
+    let messages = unit.scope().conversation.clone();
+    let response = request(unit, model, messages, tools).await?;
+    vm.set_sys_model(&model.model_id, response.finish_reason.as_deref())?;
+    Ok(response)
+}
+
+/// `models.infer` / `handle:infer`: one tool-free round on a fresh conversation. Never
+/// touches `reply` or `sys`.
+pub(crate) async fn infer(
+    unit: &Arc<Unit>,
+    model: &ModelBinding,
+    prompt: String,
+) -> Result<String, RunError> {
+    let response = request(unit, model, vec![ChatMessage::User(prompt)], Vec::new()).await?;
+    match response.content.clone() {
+        Some(text) if !text.trim().is_empty() => Ok(text),
+        _ => Err(empty_reply(&response)),
+    }
+}
+
+/// Sends one request with cancellation, debug capture and observations.
+async fn request(
+    unit: &Arc<Unit>,
+    model: &ModelBinding,
+    messages: Vec<ChatMessage>,
+    tools: Vec<ToolSpec>,
+) -> Result<ChatResponse, RunError> {
+    let run = &unit.run;
+    let client = run.client()?;
+    let request = ChatRequest {
+        model: model.model_id.clone(),
+        messages,
+        tools,
+        temperature: model.temperature,
+        max_tokens: model.max_tokens,
+        thinking: model.thinking_request,
+    };
+    let turn = {
+        let mut scope = unit.scope();
+        scope.turns += 1;
+        scope.turns - 1
+    };
+    if let Some(debug) = &run.debug {
+        let body = request.to_json();
+        debug.on_event(
+            &run.execution,
+            &unit.heading,
+            turn,
+            DebugEvent::Request { body: &body },
+        );
+    }
+    let response = tokio::select! {
+        response = client.chat(&request, run.request_limits()) => response?,
+        () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+    };
+    if let Some(debug) = &run.debug {
+        debug.on_event(
+            &run.execution,
+            &unit.heading,
+            turn,
+            DebugEvent::Response {
+                body: &response.raw,
+                finish_reason: response.finish_reason.as_deref(),
+                reasoning: response.reasoning.as_deref(),
+            },
+        );
+    }
+    run.observe(
+        &unit.heading,
+        Observation::ModelTurnCompleted {
+            model: &model.model_id,
+            finish_reason: response.finish_reason.as_deref(),
+            turn,
+        },
+    );
+    if response.finish_reason.as_deref() == Some("length") {
+        run.observe(
+            &unit.heading,
+            Observation::ModelTurnTruncated {
+                model: &model.model_id,
+                turn,
+            },
+        );
+    }
+    Ok(response)
+}
+
+/// The tools the section offers: `tools.always`, then `tools.add`, then the local tools
+/// declared before this prose block. Description precedence: add, then bind/always, then
+/// the catalog.
+fn offered_tools(unit: &Unit) -> Result<Vec<Offered>, RunError> {
+    let scope = unit.scope();
+    let bindings = unit.run.bindings();
+    let mut offered: Vec<Offered> = Vec::new();
+    let mut push = |binding: &Arc<ToolBinding>, description: Option<&String>| {
+        if offered
+            .iter()
+            .any(|o| o.wire_name() == binding.tool.wire_name())
+        {
+            if let Some(description) = description {
+                for entry in &mut offered {
+                    if let Offered::Catalog {
+                        tool,
+                        description: d,
+                        ..
+                    } = entry
+                    {
+                        if tool.wire_name() == binding.tool.wire_name() {
+                            d.clone_from(description);
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        offered.push(Offered::Catalog {
+            alias: binding.alias.clone(),
+            tool: Arc::clone(&binding.tool),
+            description: description.unwrap_or(&binding.description).clone(),
+        });
+    };
+    for alias in &bindings.always {
+        push(&bindings.tool(alias)?, None);
+    }
+    for (alias, description) in &scope.added {
+        push(&bindings.tool(alias)?, description.as_ref());
+    }
+    for local in scope.locals.iter().take(scope.visible_locals) {
+        offered.push(Offered::Local {
+            alias: local.alias.clone(),
+            description: local.description.clone(),
+            parameters: local.parameters.clone(),
+            params: local.params.clone(),
+        });
+    }
+    Ok(offered)
+}
+
+/// Rejects a scope holding near-duplicate catalog tools, before any model call.
+fn check_near_duplicates(unit: &Unit, offered: &[Offered]) -> Result<(), RunError> {
+    let ids: Vec<_> = offered
+        .iter()
+        .filter_map(|o| match o {
+            Offered::Catalog { tool, .. } => Some(tool.id().clone()),
+            Offered::Local { .. } => None,
+        })
+        .collect();
+    let (Some(picker), true) = (&unit.run.picker, ids.len() > 1) else {
+        return Ok(());
+    };
+    let Ok(pairs) = picker.near_duplicates(&ids) else {
+        // A tool outside the picker's catalog cannot be compared; nothing to reject.
+        return Ok(());
+    };
+    if let Some(pair) = pairs.iter().next() {
+        return Err(binding_error(format!(
+            "the tools {} and {} offered to this section are near-duplicates (similarity {:.3}); \
+             offer only one of them",
+            pair.first().id(),
+            pair.second().id(),
+            pair.similarity()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs one tool call; failures become text for the model. Cancellation is fatal.
+async fn dispatch(
+    vm: &Vm,
+    unit: &Arc<Unit>,
+    offered: &[Offered],
+    call: &ToolCall,
+) -> Result<String, RunError> {
+    let run = &unit.run;
+    let Some(entry) = offered.iter().find(|o| o.wire_name() == call.name) else {
+        let declared = run
+            .bindings()
+            .tools
+            .values()
+            .any(|binding| binding.tool.wire_name() == call.name);
+        let available: Vec<&str> = offered.iter().map(Offered::wire_name).collect();
+        let why = if declared {
+            format!(
+                "error: the tool `{}` is declared in this prompt but not available in this \
+                 section; available tools: {}",
+                call.name,
+                listing(&available)
+            )
+        } else {
+            format!(
+                "error: unknown tool `{}`; available tools: {}",
+                call.name,
+                listing(&available)
+            )
+        };
+        run.observe(
+            &unit.heading,
+            Observation::ToolCallFailed {
+                tool: &call.name,
+                error: &why,
+            },
+        );
+        return Ok(why);
+    };
+    *unit
+        .scope()
+        .calls
+        .entry(entry.alias().to_owned())
+        .or_insert(0) += 1;
+    let outcome = match entry {
+        Offered::Catalog { tool, .. } => {
+            let call_future = tool.call(&call.arguments);
+            let result = tokio::select! {
+                result = call_future => result,
+                () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+            };
+            match result {
+                Ok(output) if output.is_trusted() => Ok(output.into_text()),
+                Ok(output) => Ok(crate::envelope::wrap(output.text(), &run.nonce)),
+                Err(error) if error.is_cancelled() => return Err(RunError::cancelled()),
+                Err(error) => Err(error.to_string()),
+            }
+        }
+        Offered::Local { alias, params, .. } => {
+            match vm.call_local(unit, alias, params, &call.arguments).await {
+                Ok(text) => Ok(text),
+                Err(error) if error.is_cancelled() => return Err(error),
+                Err(error) => Err(error.message().to_owned()),
+            }
+        }
+    };
+    match outcome {
+        Ok(text) => {
+            run.observe(
+                &unit.heading,
+                Observation::ToolCallSucceeded { tool: &call.name },
+            );
+            Ok(text)
+        }
+        Err(why) => {
+            run.observe(
+                &unit.heading,
+                Observation::ToolCallFailed {
+                    tool: &call.name,
+                    error: &why,
+                },
+            );
+            Ok(format!("error: {why}"))
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The built-in `web_search` tool: a proxy to the gateway's search route.
+
+use async_trait::async_trait;
+use serde_json::{Map, Value as Json, json};
+
+use super::{Tool, ToolError, ToolId, ToolOutput};
+use crate::client::{CompletionErrorKind, GatewayClient, RequestLimits};
+
+const MAX_DOMAINS: usize = 20;
+
+/// Searches the web through the gateway, so the provider key never leaves it. Output is
+/// untrusted.
+pub struct WebSearch {
+    id: ToolId,
+    client: GatewayClient,
+    parameters: Json,
+    limits: RequestLimits,
+}
+
+impl WebSearch {
+    /// A search tool that proxies through `client`.
+    pub fn new(client: GatewayClient) -> Self {
+        Self {
+            id: ToolId::new("builtin", "web_search"),
+            client,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to search for"},
+                    "count": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Number of results (1-20)"},
+                    "freshness": {"type": "string", "enum": ["pd", "pw", "pm", "py"], "description": "Past day, week, month or year"},
+                    "safe_search": {"type": "string", "enum": ["off", "moderate", "strict"]},
+                    "domains_include": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_DOMAINS, "description": "Only these hostnames"},
+                    "domains_exclude": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_DOMAINS, "description": "Never these hostnames"},
+                    "country": {"type": "string", "description": "Country code, such as US"},
+                    "language": {"type": "string", "description": "Language code, such as en"}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+            limits: RequestLimits::default(),
+        }
+    }
+
+    /// Replaces the per-request limits.
+    pub fn with_limits(mut self, limits: RequestLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// Checks the arguments before they leave the process.
+fn validate(arguments: &str) -> Result<Json, ToolError> {
+    let value: Json = serde_json::from_str(arguments)
+        .map_err(|e| ToolError::invalid_arguments(format!("arguments are not JSON: {e}")))?;
+    let Json::Object(map) = &value else {
+        return Err(ToolError::invalid_arguments(
+            "arguments must be a JSON object",
+        ));
+    };
+    let allowed = [
+        "query",
+        "count",
+        "freshness",
+        "safe_search",
+        "domains_include",
+        "domains_exclude",
+        "country",
+        "language",
+    ];
+    if let Some(key) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(ToolError::invalid_arguments(format!(
+            "unknown argument `{key}`"
+        )));
+    }
+    match map.get("query").and_then(Json::as_str) {
+        Some(query) if !query.trim().is_empty() => {}
+        _ => {
+            return Err(ToolError::invalid_arguments(
+                "`query` must be a non-empty string",
+            ));
+        }
+    }
+    if let Some(count) = map.get("count") {
+        if !count.as_u64().is_some_and(|c| (1..=20).contains(&c)) {
+            return Err(ToolError::invalid_arguments(
+                "`count` must be an integer from 1 to 20",
+            ));
+        }
+    }
+    check_enum(map, "freshness", &["pd", "pw", "pm", "py"])?;
+    check_enum(map, "safe_search", &["off", "moderate", "strict"])?;
+    for key in ["domains_include", "domains_exclude"] {
+        if let Some(list) = map.get(key) {
+            let ok = list.as_array().is_some_and(|items| {
+                items.len() <= MAX_DOMAINS && items.iter().all(|d| d.as_str().is_some())
+            });
+            if !ok {
+                return Err(ToolError::invalid_arguments(format!(
+                    "`{key}` must be a list of at most {MAX_DOMAINS} hostnames"
+                )));
+            }
+        }
+    }
+    for key in ["country", "language"] {
+        if map.get(key).is_some_and(|v| !v.is_string()) {
+            return Err(ToolError::invalid_arguments(format!(
+                "`{key}` must be a string"
+            )));
+        }
+    }
+    Ok(value)
+}
+
+fn check_enum(map: &Map<String, Json>, key: &str, allowed: &[&str]) -> Result<(), ToolError> {
+    match map.get(key) {
+        None => Ok(()),
+        Some(value) if value.as_str().is_some_and(|v| allowed.contains(&v)) => Ok(()),
+        Some(_) => Err(ToolError::invalid_arguments(format!(
+            "`{key}` must be one of {}",
+            allowed.join(", ")
+        ))),
+    }
+}
+
+#[async_trait]
+impl Tool for WebSearch {
+    fn id(&self) -> &ToolId {
+        &self.id
+    }
+
+    fn wire_name(&self) -> &str {
+        "web_search"
+    }
+
+    fn description(&self) -> &str {
+        "Search the web for current information and return result titles, URLs and snippets"
+    }
+
+    fn parameters(&self) -> &Json {
+        &self.parameters
+    }
+
+    async fn call(&self, arguments: &str) -> Result<ToolOutput, ToolError> {
+        let body = validate(arguments)?;
+        match self.client.web_search(&body, self.limits).await {
+            Ok(text) => Ok(ToolOutput::untrusted(text)),
+            Err(error) => Err(match error.kind() {
+                CompletionErrorKind::Transport => ToolError::transport(error.to_string()),
+                _ => ToolError::backend(error.to_string()),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate;
+
+    #[test]
+    fn arguments_are_checked_before_sending() {
+        assert!(validate(r#"{"query": "rust", "count": 5, "freshness": "pw"}"#).is_ok());
+        for bad in [
+            "not json",
+            "[]",
+            r#"{"query": ""}"#,
+            r#"{"query": "x", "count": 0}"#,
+            r#"{"query": "x", "count": 21}"#,
+            r#"{"query": "x", "freshness": "pz"}"#,
+            r#"{"query": "x", "safe_search": "high"}"#,
+            r#"{"query": "x", "domains_include": "a.com"}"#,
+            r#"{"query": "x", "extra": 1}"#,
+        ] {
+            assert!(validate(bad).is_err(), "{bad}");
+        }
+        let many: Vec<String> = (0..21).map(|i| format!("\"d{i}.com\"")).collect();
+        let too_many = format!(
+            r#"{{"query": "x", "domains_exclude": [{}]}}"#,
+            many.join(",")
+        );
+        assert!(validate(&too_many).is_err());
+    }
+}
