@@ -1,0 +1,2 @@
+//! Extraction benchmark (placeholder).
+fn main() {}
