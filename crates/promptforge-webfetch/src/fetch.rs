@@ -109,7 +109,7 @@ impl Fetcher {
                 Err(e) => return transport_failure(&current, &e),
             };
             let status = response.status();
-            if !status.is_redirection() {
+            if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
                 if !status.is_success() {
                     return Ok(soft(&current, &format!("HTTP {}", status_text(status))));
                 }
@@ -128,20 +128,13 @@ impl Fetcher {
                     self.config.max_redirects
                 ));
             }
-            let Some(next) = location
+            let next = location
                 .to_str()
-                .ok()
-                .and_then(|loc| current.url().join(loc).ok())
-            else {
-                return refused("the Location header is not a URL");
-            };
-            if current.url().scheme() == "https" && next.scheme() == "http" {
-                return refused(&format!("https to http downgrade to {}", redacted(&next)));
-            }
-            let shown_next = redacted(&next);
-            match admit_url(next, &self.config) {
+                .map_err(|_| "the Location header is not a URL".to_owned())
+                .and_then(|loc| redirect_target(current.url(), loc, &self.config));
+            match next {
                 Ok(a) => current = a,
-                Err(e) => return refused(&format!("{shown_next}: {e}")),
+                Err(why) => return refused(&why),
             }
             hops += 1;
         }
@@ -219,6 +212,23 @@ impl Fetcher {
             text,
         }))
     }
+}
+
+/// Re-admits a redirect's `Location` (resolved against `current`): the full URL policy
+/// again, and no https to http downgrade. The error says why, without query or fragment.
+pub(crate) fn redirect_target(
+    current: &Url,
+    location: &str,
+    config: &FetchConfig,
+) -> Result<AdmittedUrl, String> {
+    let next = current
+        .join(location)
+        .map_err(|_| "the Location header is not a URL".to_owned())?;
+    let shown = redacted(&next);
+    if current.scheme() == "https" && next.scheme() == "http" {
+        return Err(format!("https to http downgrade to {shown}"));
+    }
+    admit_url(next, config).map_err(|e| format!("{shown}: {e}"))
 }
 
 /// Cuts `text` to at most `max` characters, on a character boundary.
@@ -307,6 +317,38 @@ impl WithoutUrlRef for reqwest::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirect_targets_are_readmitted() {
+        let open = FetchConfig::builder().allow_http(true).build().unwrap();
+        let https = Url::parse("https://a.example/x?s=1").unwrap();
+        let http = Url::parse("http://a.example/x").unwrap();
+        let err = redirect_target(&https, "http://b.example/y?token=secret", &open).unwrap_err();
+        assert_eq!(
+            err,
+            "https to http downgrade to http://b.example/y?[redacted]"
+        );
+        let ok = redirect_target(&https, "/z#f", &open).unwrap();
+        assert_eq!(ok.url().as_str(), "https://a.example/z");
+        assert!(redirect_target(&http, "https://b.example/", &open).is_ok());
+        assert!(redirect_target(&http, "http://b.example/", &open).is_ok());
+        let strict = FetchConfig::default();
+        assert!(
+            redirect_target(&http, "http://b.example/", &strict)
+                .unwrap_err()
+                .contains("scheme")
+        );
+        for bad in [
+            "file:///etc/passwd",
+            "https://127.0.0.1/",
+            "https://[::1]/",
+            "https://u:p@b.example/",
+            "https://b.example:22/",
+            "gopher://b.example/",
+        ] {
+            assert!(redirect_target(&https, bad, &open).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn truncation_is_on_char_boundaries() {
