@@ -54,7 +54,7 @@ pub fn html_to_markdown(html: &str, base_url: Option<&str>, raw: bool) -> (Strin
             return (article, Extraction::Readability);
         }
     }
-    (whole_page_markdown(html), Extraction::RawHtml)
+    (whole_page_markdown(html, base_url), Extraction::RawHtml)
 }
 
 /// The readability path alone: `None` when no article of at least
@@ -92,9 +92,21 @@ pub fn readability_markdown(html: &str, base_url: Option<&str>) -> Option<String
 }
 
 /// The whole-page path: the document rendered to Markdown, without scripts, styles and
-/// other non-content elements.
-pub fn whole_page_markdown(html: &str) -> String {
+/// other non-content elements. Links and images are made absolute against `base_url`.
+pub fn whole_page_markdown(html: &str, base_url: Option<&str>) -> String {
     let doc = dom_query::Document::from(html);
+    if let Some(base) = base_url.and_then(|b| url::Url::parse(b).ok()) {
+        for (selector, attr) in [("a[href]", "href"), ("img[src]", "src")] {
+            for node in doc.select(selector).nodes() {
+                let Some(value) = node.attr(attr) else {
+                    continue;
+                };
+                if let Ok(abs) = base.join(value.trim()) {
+                    node.set_attr(attr, abs.as_str());
+                }
+            }
+        }
+    }
     doc.md(Some(RAW_SKIP)).trim().to_owned()
 }
 
