@@ -101,6 +101,45 @@ pub(crate) fn decode(body: &[u8], charset: Option<&str>, cut: bool) -> String {
     text
 }
 
+/// How far into an HTML body a `<meta charset>` declaration is looked for (the HTML
+/// standard's prescan window).
+const META_PRESCAN: usize = 1024;
+
+/// Finds a `<meta charset=...>` or `<meta http-equiv content="...; charset=...">` label in
+/// the first 1024 bytes of an HTML body, for pages whose `Content-Type` names no charset.
+/// This reads the encoding only; the type itself is never sniffed. A UTF-16 label is read as
+/// UTF-8, as the HTML standard prescribes for the prescan.
+pub(crate) fn html_meta_charset(body: &[u8]) -> Option<String> {
+    let head = &body[..body.len().min(META_PRESCAN)];
+    let lower: Vec<u8> = head.iter().map(u8::to_ascii_lowercase).collect();
+    let mut from = 0;
+    while let Some(pos) = find(&lower[from..], b"<meta") {
+        let start = from + pos;
+        let end = lower[start..]
+            .iter()
+            .position(|b| *b == b'>')
+            .map_or(lower.len(), |e| start + e);
+        let tag = &lower[start..end];
+        if let Some(at) = find(tag, b"charset=") {
+            let value: String = tag[at + 8..]
+                .iter()
+                .skip_while(|b| matches!(b, b'"' | b'\'' | b' '))
+                .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':' | b'.'))
+                .map(|b| char::from(*b))
+                .collect();
+            if let Some(enc) = encoding_rs::Encoding::for_label(value.as_bytes()) {
+                return Some(enc.output_encoding().name().to_ascii_lowercase());
+            }
+        }
+        from = end;
+    }
+    None
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +183,25 @@ mod tests {
             r("text/<script>"),
             Err(TypeRefusal::Unsupported(_))
         ));
+    }
+
+    #[test]
+    fn meta_charset_prescan() {
+        let html = b"<html><head><META charset='windows-1252'><title>x</title>";
+        assert_eq!(html_meta_charset(html).as_deref(), Some("windows-1252"));
+        let equiv = b"<meta http-equiv=\"Content-Type\" content=\"text/html; charset=Shift_JIS\">";
+        assert_eq!(html_meta_charset(equiv).as_deref(), Some("shift_jis"));
+        assert_eq!(
+            html_meta_charset(b"<meta charset=utf-16>").as_deref(),
+            Some("utf-8")
+        );
+        assert_eq!(
+            html_meta_charset(b"<meta name=x><p>charset=latin1</p>"),
+            None
+        );
+        assert_eq!(html_meta_charset(b"<meta charset=bogus>"), None);
+        let late = [vec![b' '; 2000], b"<meta charset=latin1>".to_vec()].concat();
+        assert_eq!(html_meta_charset(&late), None);
     }
 
     #[test]

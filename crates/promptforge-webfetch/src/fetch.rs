@@ -11,7 +11,7 @@ use url::Url;
 
 use crate::admission::{AdmissionError, AdmittedUrl, admit, admit_url};
 use crate::config::{ConfigError, FetchConfig};
-use crate::content_type::{Route, decode, route};
+use crate::content_type::{Route, decode, html_meta_charset, route};
 use crate::extract::{Extraction, html_to_markdown};
 use crate::redact::redacted;
 use crate::resolver::{GuardedResolver, HostLookup, ResolveRefusal, find_refusal};
@@ -193,6 +193,10 @@ impl Fetcher {
             }
         }
         drop(response);
+        let charset = match (charset, route) {
+            (None, Route::Html) => html_meta_charset(&body),
+            (charset, _) => charset,
+        };
         let text = decode(&body, charset.as_deref(), cut);
         drop(body);
         let (text, extraction) = match route {

@@ -148,6 +148,35 @@ async fn other_text_is_decoded_by_charset() {
 }
 
 #[tokio::test]
+async fn html_charset_comes_from_the_header_or_a_meta_tag() {
+    let mut latin =
+        b"<html><head><meta charset=\"iso-8859-1\"></head><body><table><tr><td>caf".to_vec();
+    latin.extend_from_slice(&[0xe9]);
+    latin.extend_from_slice(b"</td></tr></table></body></html>");
+    let server = TestServer::start(vec![
+        ("/meta", Reply::typed("text/html", latin.clone())),
+        (
+            "/header",
+            Reply::typed("text/html; charset=windows-1252", latin),
+        ),
+    ])
+    .await;
+    let tool = server.tool();
+    assert!(
+        page(&tool, &server.url("/meta"))
+            .await
+            .3
+            .contains("caf\u{e9}")
+    );
+    assert!(
+        page(&tool, &server.url("/header"))
+            .await
+            .3
+            .contains("caf\u{e9}")
+    );
+}
+
+#[tokio::test]
 async fn unsupported_and_missing_types_are_soft_refusals_naming_the_type() {
     let types = [
         "application/pdf",
