@@ -17,7 +17,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use promptforge_webfetch::{Extraction, html_to_markdown};
 
 fn extraction(c: &mut Criterion) {
-    let html = page::realistic_page(60);
+    let html = page::realistic_page(160);
     let url = Some("https://news.example/2025/03/01/memory");
     let (md, how) = html_to_markdown(&html, url, false);
     assert_eq!(how, Extraction::Readability);

@@ -131,6 +131,18 @@ impl WebFetch {
         self.fetcher.as_ref().ok().map(Fetcher::config)
     }
 
+    /// [`Tool::call`] with an already built JSON value, the shape the guide's examples use:
+    /// `tool.call_json(serde_json::json!({ "url": "https://example.com" }))`.
+    ///
+    /// # Errors
+    ///
+    /// As [`WebFetch::fetch`], plus `InvalidArguments` when the value is not a valid
+    /// arguments object.
+    pub async fn call_json(&self, arguments: serde_json::Value) -> Result<ToolOutput, ToolError> {
+        let args = FetchArgs::deserialize(arguments).map_err(invalid_args)?;
+        self.fetch(args).await
+    }
+
     /// Typed convenience for [`Tool::call`]: fetches with already parsed arguments.
     ///
     /// # Errors
@@ -169,6 +181,13 @@ fn render(page: &Page) -> String {
         "url: {}\ntruncated: {}\nextraction: {}\n\n{}",
         page.final_url, page.truncated, page.extraction, page.text
     )
+}
+
+fn invalid_args(e: serde_json::Error) -> ToolError {
+    ToolError::invalid_arguments(format!(
+        "web_fetch arguments must be a JSON object with a string \"url\" and optional \
+         boolean \"raw\" and positive integer \"max_chars\": {e}"
+    ))
 }
 
 fn parameters_schema() -> serde_json::Value {
@@ -213,12 +232,7 @@ impl Tool for WebFetch {
     }
 
     async fn call(&self, arguments: &str) -> Result<ToolOutput, ToolError> {
-        let args: FetchArgs = serde_json::from_str(arguments).map_err(|e| {
-            ToolError::invalid_arguments(format!(
-                "web_fetch arguments must be a JSON object with a string \"url\" and optional \
-                 boolean \"raw\" and positive integer \"max_chars\": {e}"
-            ))
-        })?;
+        let args: FetchArgs = serde_json::from_str(arguments).map_err(invalid_args)?;
         self.fetch(args).await
     }
 }
@@ -253,6 +267,14 @@ mod tests {
             let err = tool.call(args).await.unwrap_err();
             assert_eq!(err.kind(), ToolErrorKind::InvalidArguments, "{args}: {err}");
         }
+        let err = tool.call_json(serde_json::json!({ "uri": "x" })).await.unwrap_err();
+        assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+        // A well-formed value reaches admission: a refused port is a hard Refused error.
+        let err = tool
+            .call_json(serde_json::json!({ "url": "https://example.com:8443/" }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ToolErrorKind::Refused);
     }
 
     #[test]
