@@ -267,7 +267,10 @@ mod tests {
             let err = tool.call(args).await.unwrap_err();
             assert_eq!(err.kind(), ToolErrorKind::InvalidArguments, "{args}: {err}");
         }
-        let err = tool.call_json(serde_json::json!({ "uri": "x" })).await.unwrap_err();
+        let err = tool
+            .call_json(serde_json::json!({ "uri": "x" }))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
         // A well-formed value reaches admission: a refused port is a hard Refused error.
         let err = tool
