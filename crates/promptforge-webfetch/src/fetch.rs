@@ -16,6 +16,10 @@ use crate::extract::{Extraction, html_to_markdown};
 use crate::redact::redacted;
 use crate::resolver::{GuardedResolver, HostLookup, ResolveRefusal, find_refusal};
 
+/// The `Accept` header: the types the tool reads, HTML first.
+const ACCEPT: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,\
+                      application/json;q=0.9,text/*;q=0.8,*/*;q=0.1";
+
 /// The longest time spent connecting to one address.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -51,7 +55,13 @@ impl Fetcher {
         lookup: Arc<dyn HostLookup>,
     ) -> Result<Self, ConfigError> {
         let resolver = GuardedResolver::new(lookup, config.address_policy.clone());
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::ACCEPT,
+            reqwest::header::HeaderValue::from_static(ACCEPT),
+        );
         let client = Client::builder()
+            .default_headers(headers)
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .no_proxy()
