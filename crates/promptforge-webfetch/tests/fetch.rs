@@ -191,6 +191,15 @@ async fn unsupported_and_missing_types_are_soft_refusals_naming_the_type() {
         .map(|(i, t)| (format!("/{i}"), Reply::typed(t, vec![0u8, 1, 2, 3])))
         .collect();
     routes.push(("/none".into(), Reply::untyped("<html>no type</html>")));
+    // The type decides before the body is read: this body would fail to read to the end.
+    routes.push((
+        "/pdf-unread".into(),
+        Reply::ShortBody {
+            headers: vec![("Content-Type".into(), "application/pdf".into())],
+            declared: 10_000,
+            body: b"%PDF-1.7".to_vec(),
+        },
+    ));
     let server = TestServer::start(
         routes
             .iter()
@@ -205,6 +214,8 @@ async fn unsupported_and_missing_types_are_soft_refusals_naming_the_type() {
     }
     let text = soft(&tool, &server.url("/none")).await;
     assert!(text.contains("no Content-Type"), "{text}");
+    let text = soft(&tool, &server.url("/pdf-unread")).await;
+    assert!(text.contains("application/pdf is not supported"), "{text}");
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
