@@ -1,0 +1,466 @@
+//! The fetch policy: [`FetchConfig`], its [`FetchConfigBuilder`] and [`ConfigError`].
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::address_policy::{AddressPolicy, Cidr, CidrError};
+
+/// Default for [`FetchConfigBuilder::max_bytes`]: 8 MiB of decompressed body.
+pub const DEFAULT_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest accepted [`FetchConfigBuilder::max_bytes`]: 1 GiB.
+pub const MAX_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// Default for [`FetchConfigBuilder::max_chars`]: 40,000 characters returned to the model.
+pub const DEFAULT_MAX_CHARS: usize = 40_000;
+/// Largest accepted [`FetchConfigBuilder::max_chars`]: 10,000,000 characters.
+pub const MAX_MAX_CHARS: usize = 10_000_000;
+/// Default for [`FetchConfigBuilder::timeout`]: 30 seconds for the whole call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest accepted [`FetchConfigBuilder::timeout`]: 10 minutes.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default for [`FetchConfigBuilder::max_redirects`]: 5 hops.
+pub const DEFAULT_MAX_REDIRECTS: u8 = 5;
+/// Largest accepted [`FetchConfigBuilder::max_redirects`]: 20 hops.
+pub const MAX_MAX_REDIRECTS: u8 = 20;
+/// Default for [`FetchConfigBuilder::allow_ports`]: 80 and 443.
+pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+/// Default for [`FetchConfigBuilder::user_agent`].
+pub const DEFAULT_USER_AGENT: &str = concat!("promptforge-webfetch/", env!("CARGO_PKG_VERSION"));
+
+/// A fetch policy that was refused at [`FetchConfigBuilder::build`] (or a client that could
+/// not be built from a valid policy).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `max_bytes` is zero or above [`MAX_MAX_BYTES`].
+    #[error("max_bytes must be from 1 to {MAX_MAX_BYTES}, got {0}")]
+    MaxBytes(u64),
+    /// `max_chars` is zero or above [`MAX_MAX_CHARS`].
+    #[error("max_chars must be from 1 to {MAX_MAX_CHARS}, got {0}")]
+    MaxChars(usize),
+    /// `timeout` is zero or above [`MAX_TIMEOUT`].
+    #[error("timeout must be above zero and at most 600 seconds, got {0:?}")]
+    Timeout(Duration),
+    /// `max_redirects` is above [`MAX_MAX_REDIRECTS`].
+    #[error("max_redirects must be at most {MAX_MAX_REDIRECTS}, got {0}")]
+    MaxRedirects(u8),
+    /// `allow_ports` is empty.
+    #[error("allow_ports must name at least one port")]
+    NoPorts,
+    /// `allow_ports` contains port 0.
+    #[error("allow_ports must not contain port 0")]
+    PortZero,
+    /// `user_agent` is empty or not a valid HTTP header value.
+    #[error("user_agent must be a non-empty, visible-ASCII HTTP header value")]
+    UserAgent,
+    /// A `deny_cidr` entry is not a CIDR range.
+    #[error("deny_cidr {cidr:?} is not a CIDR range: {source}")]
+    DenyCidr {
+        /// The text as given.
+        cidr: String,
+        /// What is wrong with it.
+        source: CidrError,
+    },
+    /// An `allow_host_address` host is not a DNS host name.
+    #[error("allow_host_address host {host:?} is not a DNS host name: {reason}")]
+    AllowHost {
+        /// The host as given.
+        host: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The HTTP client could not be built (for example the TLS backend failed to start).
+    #[error("the HTTP client could not be built: {0}")]
+    HttpClient(String),
+}
+
+/// The validated policy of a [`crate::WebFetch`] tool. Build one with
+/// [`FetchConfig::builder`]; [`FetchConfig::default`] is the safe public-internet policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchConfig {
+    pub(crate) allow_http: bool,
+    pub(crate) allow_ports: Vec<u16>,
+    pub(crate) allow_ip_literals: bool,
+    pub(crate) max_bytes: u64,
+    pub(crate) max_chars: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) max_redirects: u8,
+    pub(crate) user_agent: String,
+    pub(crate) allow_hosts: Vec<(String, IpAddr)>,
+    pub(crate) deny_cidrs: Vec<Cidr>,
+    pub(crate) address_policy: AddressPolicy,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            allow_http: false,
+            allow_ports: DEFAULT_PORTS.to_vec(),
+            allow_ip_literals: false,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_chars: DEFAULT_MAX_CHARS,
+            timeout: DEFAULT_TIMEOUT,
+            max_redirects: DEFAULT_MAX_REDIRECTS,
+            user_agent: DEFAULT_USER_AGENT.to_owned(),
+            allow_hosts: Vec::new(),
+            deny_cidrs: Vec::new(),
+            address_policy: AddressPolicy::default(),
+        }
+    }
+}
+
+impl FetchConfig {
+    /// Starts a builder holding the defaults.
+    pub fn builder() -> FetchConfigBuilder {
+        FetchConfigBuilder::default()
+    }
+
+    /// Whether plain `http` URLs are fetched (default `false`: HTTPS only).
+    pub fn allow_http(&self) -> bool {
+        self.allow_http
+    }
+
+    /// The ports a URL may name (default 80 and 443).
+    pub fn allow_ports(&self) -> &[u16] {
+        &self.allow_ports
+    }
+
+    /// Whether URLs whose host is an IP literal are admitted when the address is allowed
+    /// (default `false`).
+    pub fn allow_ip_literals(&self) -> bool {
+        self.allow_ip_literals
+    }
+
+    /// The largest decompressed body read, in bytes (default 8 MiB).
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// The most characters returned to the model, and the ceiling of the per-call
+    /// `max_chars` argument (default 40,000).
+    pub fn max_chars(&self) -> usize {
+        self.max_chars
+    }
+
+    /// The deadline for a whole call, every hop and the body included (default 30 s).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The most redirects followed in one call (default 5).
+    pub fn max_redirects(&self) -> u8 {
+        self.max_redirects
+    }
+
+    /// The `User-Agent` header sent (default `promptforge-webfetch/<version>`).
+    pub fn user_agent(&self) -> &str {
+        &self.user_agent
+    }
+
+    /// The exact `(host, address)` pairs that may reach otherwise blocked addresses.
+    pub fn allowed_host_addresses(&self) -> &[(String, IpAddr)] {
+        &self.allow_hosts
+    }
+
+    /// The extra ranges blocked on top of the built-in table.
+    pub fn denied_cidrs(&self) -> &[Cidr] {
+        &self.deny_cidrs
+    }
+}
+
+/// Builds a [`FetchConfig`]. Every setter returns `self`; [`FetchConfigBuilder::build`]
+/// validates everything once.
+#[derive(Debug, Clone)]
+pub struct FetchConfigBuilder {
+    allow_http: bool,
+    allow_ports: Vec<u16>,
+    allow_ip_literals: bool,
+    max_bytes: u64,
+    max_chars: usize,
+    timeout: Duration,
+    max_redirects: u8,
+    user_agent: String,
+    allow_hosts: Vec<(String, IpAddr)>,
+    deny_cidrs: Vec<String>,
+}
+
+impl Default for FetchConfigBuilder {
+    fn default() -> Self {
+        let d = FetchConfig::default();
+        Self {
+            allow_http: d.allow_http,
+            allow_ports: d.allow_ports,
+            allow_ip_literals: d.allow_ip_literals,
+            max_bytes: d.max_bytes,
+            max_chars: d.max_chars,
+            timeout: d.timeout,
+            max_redirects: d.max_redirects,
+            user_agent: d.user_agent,
+            allow_hosts: Vec::new(),
+            deny_cidrs: Vec::new(),
+        }
+    }
+}
+
+impl FetchConfigBuilder {
+    /// Admits plain `http` URLs too (default `false`). An `https` page can still never
+    /// redirect to `http`.
+    pub fn allow_http(mut self, allow: bool) -> Self {
+        self.allow_http = allow;
+        self
+    }
+
+    /// Replaces the port allowlist (default `[80, 443]`). The port a URL names, or its
+    /// scheme's default, must be listed.
+    pub fn allow_ports(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
+        self.allow_ports = ports.into_iter().collect();
+        self.allow_ports.sort_unstable();
+        self.allow_ports.dedup();
+        self
+    }
+
+    /// Admits URLs whose host is an IP literal, provided the address passes the address
+    /// policy (default `false`: a URL must name a host).
+    pub fn allow_ip_literals(mut self, allow: bool) -> Self {
+        self.allow_ip_literals = allow;
+        self
+    }
+
+    /// The largest decompressed body read, in bytes (default 8 MiB, at most 1 GiB).
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// The most characters returned to the model (default 40,000, at most 10,000,000).
+    pub fn max_chars(mut self, chars: usize) -> Self {
+        self.max_chars = chars;
+        self
+    }
+
+    /// The deadline for a whole call (default 30 s, at most 10 minutes).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The most redirects followed in one call (default 5, at most 20; 0 follows none).
+    pub fn max_redirects(mut self, hops: u8) -> Self {
+        self.max_redirects = hops;
+        self
+    }
+
+    /// The `User-Agent` header sent (default `promptforge-webfetch/<version>`).
+    pub fn user_agent(mut self, agent: impl Into<String>) -> Self {
+        self.user_agent = agent.into();
+        self
+    }
+
+    /// Lets `host` reach exactly `addr` even when the address is blocked. The host is
+    /// canonicalised (lowercased, trailing dot stripped, IDNA-encoded); the pair matches only
+    /// when that host resolves to that address. May be called more than once.
+    pub fn allow_host_address(mut self, host: impl Into<String>, addr: IpAddr) -> Self {
+        self.allow_hosts.push((host.into(), addr));
+        self
+    }
+
+    /// Blocks one more range (CIDR text such as `10.99.0.0/16`) on top of the built-in
+    /// table. May be called more than once.
+    pub fn deny_cidr(mut self, cidr: impl Into<String>) -> Self {
+        self.deny_cidrs.push(cidr.into());
+        self
+    }
+
+    /// Validates every field and returns the policy.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first invalid field.
+    pub fn build(self) -> Result<FetchConfig, ConfigError> {
+        if self.max_bytes == 0 || self.max_bytes > MAX_MAX_BYTES {
+            return Err(ConfigError::MaxBytes(self.max_bytes));
+        }
+        if self.max_chars == 0 || self.max_chars > MAX_MAX_CHARS {
+            return Err(ConfigError::MaxChars(self.max_chars));
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err(ConfigError::Timeout(self.timeout));
+        }
+        if self.max_redirects > MAX_MAX_REDIRECTS {
+            return Err(ConfigError::MaxRedirects(self.max_redirects));
+        }
+        if self.allow_ports.is_empty() {
+            return Err(ConfigError::NoPorts);
+        }
+        if self.allow_ports.contains(&0) {
+            return Err(ConfigError::PortZero);
+        }
+        if self.user_agent.trim().is_empty()
+            || !self.user_agent.bytes().all(|b| (0x20..0x7f).contains(&b))
+        {
+            return Err(ConfigError::UserAgent);
+        }
+        let deny_cidrs = self
+            .deny_cidrs
+            .iter()
+            .map(|c| {
+                c.parse::<Cidr>().map_err(|source| ConfigError::DenyCidr {
+                    cidr: c.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let allow_hosts = self
+            .allow_hosts
+            .iter()
+            .map(|(host, addr)| Ok((canonical_allow_host(host)?, *addr)))
+            .collect::<Result<Vec<_>, ConfigError>>()?;
+        Ok(FetchConfig {
+            allow_http: self.allow_http,
+            allow_ports: self.allow_ports,
+            allow_ip_literals: self.allow_ip_literals,
+            max_bytes: self.max_bytes,
+            max_chars: self.max_chars,
+            timeout: self.timeout,
+            max_redirects: self.max_redirects,
+            user_agent: self.user_agent,
+            address_policy: AddressPolicy::new(deny_cidrs.clone(), allow_hosts.clone()),
+            allow_hosts,
+            deny_cidrs,
+        })
+    }
+}
+
+/// Canonicalises an `allow_host_address` host the way URL parsing canonicalises a URL's
+/// host, so the pair compares equal to what admission and the resolver see.
+fn canonical_allow_host(host: &str) -> Result<String, ConfigError> {
+    let err = |reason| ConfigError::AllowHost {
+        host: host.to_owned(),
+        reason,
+    };
+    if host.is_empty() || host.contains(['/', '@', ':', '?', '#', '\\', ' ', '[', ']']) {
+        return Err(err(
+            "it must be a bare host name, without scheme, port or path",
+        ));
+    }
+    let parsed = url::Host::parse(host).map_err(|_| err("it does not parse as a host"))?;
+    match parsed {
+        url::Host::Domain(d) => {
+            let d = d.trim_end_matches('.').to_owned();
+            if d.is_empty() {
+                return Err(err("it is empty"));
+            }
+            Ok(d)
+        }
+        url::Host::Ipv4(_) | url::Host::Ipv6(_) => {
+            Err(err("it is an IP literal; pair a DNS name with the address"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = FetchConfig::builder().build().unwrap();
+        assert_eq!(c, FetchConfig::default());
+        assert!(!c.allow_http());
+        assert_eq!(c.allow_ports(), &[80, 443]);
+        assert!(!c.allow_ip_literals());
+        assert_eq!(c.max_bytes(), 8 * 1024 * 1024);
+        assert_eq!(c.max_chars(), 40_000);
+        assert_eq!(c.timeout(), Duration::from_secs(30));
+        assert_eq!(c.max_redirects(), 5);
+        assert!(c.user_agent().starts_with("promptforge-webfetch/"));
+        assert!(c.allowed_host_addresses().is_empty());
+        assert!(c.denied_cidrs().is_empty());
+    }
+
+    #[test]
+    fn setters_are_kept() {
+        let addr: IpAddr = "10.0.5.42".parse().unwrap();
+        let c = FetchConfig::builder()
+            .allow_http(true)
+            .allow_ports([8080, 443, 80, 443])
+            .allow_ip_literals(true)
+            .max_bytes(16 * 1024 * 1024)
+            .max_chars(100_000)
+            .timeout(Duration::from_secs(60))
+            .max_redirects(0)
+            .user_agent("my-service/1.0")
+            .allow_host_address("Wiki.Internal.Corp.", addr)
+            .deny_cidr("10.99.0.0/16")
+            .deny_cidr("172.20.0.0/14")
+            .build()
+            .unwrap();
+        assert!(c.allow_http());
+        assert_eq!(c.allow_ports(), &[80, 443, 8080]);
+        assert!(c.allow_ip_literals());
+        assert_eq!(c.max_bytes(), 16 * 1024 * 1024);
+        assert_eq!(c.max_chars(), 100_000);
+        assert_eq!(c.timeout(), Duration::from_secs(60));
+        assert_eq!(c.max_redirects(), 0);
+        assert_eq!(c.user_agent(), "my-service/1.0");
+        assert_eq!(
+            c.allowed_host_addresses(),
+            &[("wiki.internal.corp".to_owned(), addr)]
+        );
+        let denied: Vec<String> = c.denied_cidrs().iter().map(ToString::to_string).collect();
+        assert_eq!(denied, ["10.99.0.0/16", "172.20.0.0/14"]);
+    }
+
+    #[test]
+    fn invalid_fields_are_refused_at_build() {
+        let b = FetchConfig::builder;
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(b().max_bytes(0).build(), Err(ConfigError::MaxBytes(0)));
+        assert_eq!(
+            b().max_bytes(MAX_MAX_BYTES + 1).build(),
+            Err(ConfigError::MaxBytes(MAX_MAX_BYTES + 1))
+        );
+        assert_eq!(b().max_chars(0).build(), Err(ConfigError::MaxChars(0)));
+        assert_eq!(
+            b().timeout(Duration::ZERO).build(),
+            Err(ConfigError::Timeout(Duration::ZERO))
+        );
+        assert_eq!(
+            b().max_redirects(21).build(),
+            Err(ConfigError::MaxRedirects(21))
+        );
+        assert_eq!(b().allow_ports([]).build(), Err(ConfigError::NoPorts));
+        assert_eq!(
+            b().allow_ports([0, 443]).build(),
+            Err(ConfigError::PortZero)
+        );
+        assert_eq!(b().user_agent("").build(), Err(ConfigError::UserAgent));
+        assert_eq!(
+            b().user_agent("a\r\nb").build(),
+            Err(ConfigError::UserAgent)
+        );
+        assert!(matches!(
+            b().deny_cidr("10.99.0.0").build(),
+            Err(ConfigError::DenyCidr { .. })
+        ));
+        for bad in ["", "10.0.0.2", "[::1]", "http://x", "x:80", "a b", "user@x"] {
+            assert!(
+                matches!(
+                    b().allow_host_address(bad, ip).build(),
+                    Err(ConfigError::AllowHost { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let e = FetchConfig::builder()
+            .deny_cidr("10.0.0.1/8")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("deny_cidr \"10.0.0.1/8\""), "{e}");
+        let e = FetchConfig::builder().max_chars(0).build().unwrap_err();
+        assert!(e.to_string().contains("max_chars"), "{e}");
+    }
+}
