@@ -10,11 +10,16 @@ mod gateway_env;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use promptforge_core::client::{GatewayClient, ModelCatalog, RequestLimits};
+use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
+use promptforge_tool_picker::{Config, ToolPicker};
+use promptforge_webfetch::WebFetch;
 
 /// Run PromptForge prompts: Markdown files whose Lua steers and whose prose goes to a model.
 #[derive(Parser)]
@@ -93,7 +98,7 @@ fn report(message: &str) {
 }
 
 fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
-    let _mode = gateway_env::Mode::from_env().map_err(Failure::usage)?;
+    let mode = gateway_env::Mode::from_env().map_err(Failure::usage)?;
     let shown = file.display().to_string();
     let source = std::fs::read_to_string(file)
         .map_err(|error| Failure::usage(format!("cannot read {shown}: {error}")))?;
@@ -111,6 +116,9 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
         .build()
         .map_err(|error| Failure::prompt(format!("cannot start the async runtime: {error}")))?;
     runtime.block_on(async {
+        let (client, models, tools) = resources(&mode).await?;
+        let picker = ToolPicker::build(tools.picker_catalog(), Config::default())
+            .map_err(|e| Failure::prompt(format!("cannot build the tool picker: {e}")))?;
         let cancel = CancelHandle::new();
         let on_interrupt = cancel.clone();
         tokio::spawn(async move {
@@ -119,12 +127,41 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
             }
         });
         let store = StoreRef::memory();
-        let config = RunConfig::new(execution).cancel(cancel);
-        promptforge_core::run(&prompt, input, ResolutionContext::empty(), &store, config)
+        let config = RunConfig::new(execution).cancel(cancel).client(client);
+        let resolution = ResolutionContext::new(&picker, &models, &tools);
+        promptforge_core::run(&prompt, input, resolution, &store, config)
             .await
             .map_err(|error| Failure {
                 code: if error.is_cancelled() { 130 } else { 1 },
                 message: error.to_string(),
             })
     })
+}
+
+/// The gateway client, model catalog and tools of the mode: remote mode fetches the catalog
+/// and offers `web_search` and `web_fetch`; local mode offers `web_fetch` only.
+async fn resources(
+    mode: &gateway_env::Mode,
+) -> Result<(GatewayClient, ModelCatalog, ToolCatalog), Failure> {
+    let fetch: Arc<dyn Tool> = Arc::new(WebFetch::new());
+    let (client, models, tools) = match mode {
+        gateway_env::Mode::Local => (
+            GatewayClient::disabled(),
+            ModelCatalog::empty(),
+            vec![fetch],
+        ),
+        gateway_env::Mode::Remote { url, key } => {
+            let client = GatewayClient::new(url, key)
+                .map_err(|e| Failure::usage(format!("invalid gateway configuration: {e}")))?;
+            let models = client.models(RequestLimits::default()).await.map_err(|e| {
+                Failure::prompt(format!(
+                    "cannot fetch the model catalog from the gateway: {e}"
+                ))
+            })?;
+            let search: Arc<dyn Tool> = Arc::new(WebSearch::new(client.clone()));
+            (client, models, vec![search, fetch])
+        }
+    };
+    let tools = ToolCatalog::new(&tools).map_err(|e| Failure::prompt(e.to_string()))?;
+    Ok((client, models, tools))
 }

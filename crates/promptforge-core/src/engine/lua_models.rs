@@ -2,65 +2,33 @@
 
 use std::sync::Arc;
 
-use mlua::{Lua, Table, UserData, UserDataFields, UserDataMethods, Value};
+use mlua::{Function, Lua, Table, Value};
 
 use super::bindings::{ModelBinding, ModelOpts, binding_error, check_alias};
 use super::turns;
 use super::unit::Unit;
 use super::values::{raise, raise_async};
+use super::vm::HELPERS_KEY;
 use crate::client::Thinking;
 use crate::error::RunError;
 
-/// A frozen model handle; `handle:infer(prompt)` consults this model.
-pub(crate) struct ModelHandle {
-    pub(crate) binding: Arc<ModelBinding>,
-    unit: Arc<Unit>,
-}
-
-impl ModelHandle {
-    pub(crate) fn new(binding: Arc<ModelBinding>, unit: &Arc<Unit>) -> Self {
-        Self {
-            binding,
-            unit: Arc::clone(unit),
-        }
-    }
-}
-
-impl UserData for ModelHandle {
-    fn add_fields<F: UserDataFields<Self>>(fields: &mut F) {
-        fields.add_field_method_get("name", |_, this| Ok(this.binding.alias.clone()));
-        fields.add_field_method_get("model_id", |_, this| Ok(this.binding.model_id.clone()));
-        fields.add_field_method_get("description", |_, this| {
-            Ok(this.binding.description.clone())
-        });
-        fields.add_field_method_get("context", |_, this| Ok(this.binding.context));
-        fields.add_field_method_get("thinking", |_, this| {
-            Ok(this
-                .binding
-                .thinking_request
-                .unwrap_or(this.binding.thinking == Thinking::Always))
-        });
-        fields.add_field_method_get("temperature", |_, this| Ok(this.binding.temperature));
-        fields.add_field_method_get("max_tokens", |_, this| Ok(this.binding.max_tokens));
-    }
-
-    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
-        methods.add_async_method("infer", |_, this, prompt: String| {
-            let binding = Arc::clone(&this.binding);
-            let unit = Arc::clone(&this.unit);
-            async move {
-                turns::infer(&unit, &binding, prompt)
-                    .await
-                    .map_err(mlua::Error::external)
-            }
-        });
-        methods.add_meta_method("__tostring", |_, this, ()| {
-            Ok(format!(
-                "model {} ({})",
-                this.binding.alias, this.binding.model_id
-            ))
-        });
-    }
+/// Builds the frozen Lua handle of a declared model (see the prelude's `model_handle`).
+pub(crate) fn handle(lua: &Lua, binding: &ModelBinding) -> mlua::Result<Table> {
+    let data = lua.create_table()?;
+    data.set("name", binding.alias.as_str())?;
+    data.set("model_id", binding.model_id.as_str())?;
+    data.set("description", binding.description.as_str())?;
+    data.set("context", binding.context)?;
+    data.set(
+        "thinking",
+        binding
+            .thinking_request
+            .unwrap_or(binding.thinking == Thinking::Always),
+    )?;
+    data.set("temperature", binding.temperature)?;
+    data.set("max_tokens", binding.max_tokens)?;
+    let helpers: Table = lua.named_registry_value(HELPERS_KEY)?;
+    helpers.get::<Function>("model_handle")?.call(data)
 }
 
 /// Reads and checks a `models.bind` opts table.
@@ -143,6 +111,27 @@ fn declare(
 pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
     let models = lua.create_table()?;
 
+    // `handle:infer(prompt)` calls this with the handle's alias.
+    let u = Arc::clone(unit);
+    let helpers: Table = lua.named_registry_value(HELPERS_KEY)?;
+    helpers.set(
+        "model_infer",
+        lua.create_async_function(move |lua, (alias, prompt): (String, String)| {
+            let unit = Arc::clone(&u);
+            let binding = unit
+                .run
+                .bindings()
+                .model(&alias)
+                .map_err(|e| raise_async(&lua, e));
+            async move {
+                let binding = binding?;
+                turns::infer(&unit, &binding, prompt)
+                    .await
+                    .map_err(mlua::Error::external)
+            }
+        })?,
+    )?;
+
     let u = Arc::clone(unit);
     models.set(
         "bind",
@@ -150,7 +139,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
             move |lua, (alias, description, raw): (String, String, Value)| {
                 let binding =
                     declare(&u, &alias, &description, raw, false).map_err(|e| raise(lua, e))?;
-                Ok(ModelHandle::new(binding, &u))
+                handle(lua, &binding)
             },
         )?,
     )?;
@@ -176,7 +165,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
                     }
                 }
                 .map_err(|e| raise(lua, e))?;
-                Ok(ModelHandle::new(binding, &u))
+                handle(lua, &binding)
             },
         )?,
     )?;
@@ -196,7 +185,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
             }
             scope.model_use = Some(alias);
             drop(scope);
-            Ok(ModelHandle::new(binding, &u))
+            handle(lua, &binding)
         })?,
     )?;
 
@@ -205,7 +194,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "get",
         lua.create_function(move |lua, alias: String| {
             let binding = u.run.bindings().model(&alias).map_err(|e| raise(lua, e))?;
-            Ok(ModelHandle::new(binding, &u))
+            handle(lua, &binding)
         })?,
     )?;
 

@@ -2,46 +2,37 @@
 
 use std::sync::Arc;
 
-use mlua::{Function, Lua, LuaSerdeExt, Table, UserData, UserDataFields, Value};
+use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
 
 use super::bindings::{
     ToolBinding, binding_error, check_alias, listing, local_schema, resolve_tool,
 };
 use super::unit::{LocalTool, Unit};
 use super::values::raise;
+use super::vm::HELPERS_KEY;
 use crate::error::RunError;
 
 /// The registry table holding local tool handlers by alias.
 pub(crate) const LOCAL_HANDLERS_KEY: &str = "promptforge.local_tools";
 
-/// A frozen tool handle.
-pub(crate) struct ToolHandle {
-    pub(crate) binding: Arc<ToolBinding>,
-}
-
-impl UserData for ToolHandle {
-    fn add_fields<F: UserDataFields<Self>>(fields: &mut F) {
-        fields.add_field_method_get("name", |_, this| Ok(this.binding.alias.clone()));
-        fields.add_field_method_get("description", |_, this| {
-            Ok(this.binding.description.clone())
-        });
-        fields.add_field_method_get("parameters", |lua, this| {
-            lua.to_value(this.binding.tool.parameters())
-        });
-        fields.add_field_method_get("wire_name", |_, this| {
-            Ok(this.binding.tool.wire_name().to_owned())
-        });
-        fields.add_field_method_get("untrusted", |_, this| Ok(this.binding.tool.untrusted()));
-    }
+/// Builds the frozen Lua handle of a declared tool (see the prelude's `tool_handle`).
+pub(crate) fn handle(lua: &Lua, binding: &ToolBinding) -> mlua::Result<Table> {
+    let data = lua.create_table()?;
+    data.set("name", binding.alias.as_str())?;
+    data.set("description", binding.description.as_str())?;
+    data.set("parameters", lua.to_value(binding.tool.parameters())?)?;
+    data.set("wire_name", binding.tool.wire_name())?;
+    data.set("untrusted", binding.tool.untrusted())?;
+    let helpers: Table = lua.named_registry_value(HELPERS_KEY)?;
+    helpers.get::<Function>("tool_handle")?.call(data)
 }
 
 /// An alias named by a string or a handle.
 fn alias_of(value: &Value) -> Result<String, RunError> {
     match value {
         Value::String(s) => Ok(s.to_string_lossy()),
-        Value::UserData(data) => data
-            .borrow::<ToolHandle>()
-            .map(|handle| handle.binding.alias.clone())
+        Value::Table(handle) => handle
+            .get::<String>("name")
             .map_err(|_| binding_error("expected a tool alias or a tool handle")),
         other => Err(binding_error(format!(
             "expected a tool alias or a tool handle, not a {}",
@@ -103,7 +94,7 @@ fn always(
 /// `tools.add`: every entry is checked before any is added.
 fn add(unit: &Arc<Unit>, target: &Value, facing: Option<String>) -> Result<(), RunError> {
     let aliases: Vec<String> = match target {
-        Value::Table(list) => list
+        Value::Table(list) if list.get::<Value>("name").is_ok_and(|n| n.is_nil()) => list
             .sequence_values::<Value>()
             .map(|v| {
                 v.map_err(|e| binding_error(e.to_string()))
@@ -241,7 +232,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         lua.create_function(
             move |lua, (alias, description, facing): (String, String, Option<String>)| {
                 let binding = bind(&u, &alias, &description, facing).map_err(|e| raise(lua, e))?;
-                Ok(ToolHandle { binding })
+                handle(lua, &binding)
             },
         )?,
     )?;
@@ -253,7 +244,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
             let binding = alias_of(&target)
                 .and_then(|alias| always(&u, &alias, facing))
                 .map_err(|e| raise(lua, e))?;
-            Ok(ToolHandle { binding })
+            handle(lua, &binding)
         })?,
     )?;
 
@@ -310,11 +301,11 @@ pub(crate) fn install_aliases(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
     };
     for binding in tools {
         let alias = binding.alias.clone();
-        globals.set(alias, ToolHandle { binding })?;
+        globals.set(alias, handle(lua, &binding)?)?;
     }
     for binding in models {
         let alias = binding.alias.clone();
-        globals.set(alias, super::lua_models::ModelHandle::new(binding, unit))?;
+        globals.set(alias, super::lua_models::handle(lua, &binding)?)?;
     }
     Ok(())
 }

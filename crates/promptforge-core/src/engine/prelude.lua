@@ -75,6 +75,36 @@ function helpers.sys(data, in_arm)
   })
 end
 
+local function frozen(data, kind)
+  return setmetatable({}, {
+    __index = data,
+    __newindex = function(_, key)
+      error(kind .. " handles are frozen: cannot set ." .. tostring(key), 2)
+    end,
+    __pairs = function()
+      return next, data, nil
+    end,
+    __tostring = function()
+      return kind .. " " .. tostring(data.name)
+    end,
+    __metatable = kind .. " handle",
+  })
+end
+
+-- A model handle: frozen properties and `handle:infer(prompt)`.
+function helpers.model_handle(data)
+  local infer = helpers.model_infer
+  data.infer = function(_, prompt)
+    return infer(data.name, prompt)
+  end
+  return frozen(data, "model")
+end
+
+-- A tool handle: frozen properties.
+function helpers.tool_handle(data)
+  return frozen(data, "tool")
+end
+
 local result_meta = {
   __tostring = function(result)
     return result.text

@@ -1,6 +1,6 @@
 //! Test support: a scripted OpenAI-compatible upstream on loopback, fake tools, and a
 //! shared embedding model.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -192,7 +192,9 @@ pub fn default_catalog() -> Json {
 /// The compiled-in embedding model, loaded once per test binary.
 pub fn model() -> Model {
     static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load().expect("the embedding model loads")).clone()
+    MODEL
+        .get_or_init(|| Model::load().expect("the embedding model loads"))
+        .clone()
 }
 
 /// A fake tool that records its calls.
@@ -208,8 +210,12 @@ pub struct FakeTool {
 
 impl FakeTool {
     pub fn new(name: &str, description: &str, trusted: bool) -> Arc<Self> {
+        Self::on("test", name, description, trusted)
+    }
+
+    pub fn on(server: &str, name: &str, description: &str, trusted: bool) -> Arc<Self> {
         Arc::new(Self {
-            id: ToolId::new("test", name),
+            id: ToolId::new(server, name),
             wire: name.to_owned(),
             description: description.to_owned(),
             parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
@@ -222,7 +228,9 @@ impl FakeTool {
     pub fn failing(name: &str, description: &str) -> Arc<Self> {
         Arc::new(Self {
             fail: true,
-            ..Arc::try_unwrap(Self::new(name, description, true)).ok().unwrap()
+            ..Arc::try_unwrap(Self::new(name, description, true))
+                .ok()
+                .unwrap()
         })
     }
 }
@@ -260,5 +268,10 @@ impl Tool for FakeTool {
 
 /// A picker over these tools.
 pub fn picker(tools: &promptforge_core::ToolCatalog) -> ToolPicker {
-    ToolPicker::build_with_model(&model(), tools.picker_catalog(), Config::default()).unwrap()
+    picker_with(tools, Config::default())
+}
+
+/// A picker over these tools with a custom configuration.
+pub fn picker_with(tools: &promptforge_core::ToolCatalog, config: Config) -> ToolPicker {
+    ToolPicker::build_with_model(&model(), tools.picker_catalog(), config).unwrap()
 }
