@@ -49,10 +49,8 @@ impl fmt::Display for Extraction {
 /// article first; an article under [`MIN_ARTICLE_CHARS`] characters (or a page the pass
 /// cannot read) falls back to the whole page. `base_url` (absolute) resolves relative links.
 pub fn html_to_markdown(html: &str, base_url: Option<&str>, raw: bool) -> (String, Extraction) {
-    if !raw {
-        if let Some(article) = readability_markdown(html, base_url) {
-            return (article, Extraction::Readability);
-        }
+    if !raw && let Some(article) = readability_markdown(html, base_url) {
+        return (article, Extraction::Readability);
     }
     (whole_page_markdown(html, base_url), Extraction::RawHtml)
 }

@@ -164,13 +164,13 @@ impl Fetcher {
             Err(refusal) => return Ok(soft(&current, &refusal.to_string())),
         };
         let cap = self.config.max_bytes;
-        if let Some(declared) = response.content_length() {
-            if declared > cap {
-                return Ok(soft(
-                    &current,
-                    &format!("the body is too large: {declared} bytes declared, the cap is {cap}"),
-                ));
-            }
+        if let Some(declared) = response.content_length()
+            && declared > cap
+        {
+            return Ok(soft(
+                &current,
+                &format!("the body is too large: {declared} bytes declared, the cap is {cap}"),
+            ));
         }
         let cap_len = usize::try_from(cap).unwrap_or(usize::MAX);
         let mut body: Vec<u8> = Vec::new();

@@ -73,10 +73,10 @@ fn members(lua: &Lua, table: &Table) -> Result<Vec<Json>, RunError> {
     }
     for pair in table.pairs::<Value, Value>() {
         let (key, value) = pair.map_err(|e| from_lua_error(&e))?;
-        if let Value::Integer(i) = key {
-            if usize::try_from(i).is_ok_and(|i| (1..=length).contains(&i)) {
-                continue;
-            }
+        if let Value::Integer(i) = key
+            && usize::try_from(i).is_ok_and(|i| (1..=length).contains(&i))
+        {
+            continue;
         }
         let key_json = match &key {
             Value::String(_) | Value::Integer(_) | Value::Number(_) | Value::Boolean(_) => {

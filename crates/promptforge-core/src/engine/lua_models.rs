@@ -84,12 +84,10 @@ fn declare(
     {
         let bindings = unit.run.bindings();
         bindings.check_free(alias)?;
-        if make_default {
-            if let Some(existing) = &bindings.default_model {
-                return Err(binding_error(format!(
-                    "models.default was already called (the default is `{existing}`)"
-                )));
-            }
+        if make_default && let Some(existing) = &bindings.default_model {
+            return Err(binding_error(format!(
+                "models.default was already called (the default is `{existing}`)"
+            )));
         }
     }
     let binding = Arc::new(unit.run.resolver().resolve(alias, description, &opts)?);

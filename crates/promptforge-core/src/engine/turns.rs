@@ -287,10 +287,9 @@ fn offered_tools(unit: &Unit) -> Result<Vec<Offered>, RunError> {
                         description: d,
                         ..
                     } = entry
+                        && tool.wire_name() == binding.tool.wire_name()
                     {
-                        if tool.wire_name() == binding.tool.wire_name() {
-                            d.clone_from(description);
-                        }
+                        d.clone_from(description);
                     }
                 }
             }

@@ -129,10 +129,10 @@ fn elements(source: &str, body_offset: usize) -> Vec<Element> {
                         },
                         _ => Element::Other { range },
                     });
-                } else if depth == 1 {
-                    if let (Some(Element::List { items, .. }), Tag::Item) = (&mut current, &tag) {
-                        items.push(range);
-                    }
+                } else if depth == 1
+                    && let (Some(Element::List { items, .. }), Tag::Item) = (&mut current, &tag)
+                {
+                    items.push(range);
                 }
                 depth += 1;
             }

@@ -178,13 +178,13 @@ fn bounded_lines<'t>(
     if start < 1 {
         return Err(StoreError::range(path, "the start line must be 1 or more"));
     }
-    if let Some(end) = end {
-        if end < start {
-            return Err(StoreError::range(
-                path,
-                "the end line is before the start line",
-            ));
-        }
+    if let Some(end) = end
+        && end < start
+    {
+        return Err(StoreError::range(
+            path,
+            "the end line is before the start line",
+        ));
     }
     let body = text.strip_suffix('\n').unwrap_or(text);
     if body.is_empty() {

@@ -81,12 +81,12 @@ fn validate(arguments: &str) -> Result<Json, ToolError> {
             ));
         }
     }
-    if let Some(count) = map.get("count") {
-        if !count.as_u64().is_some_and(|c| (1..=20).contains(&c)) {
-            return Err(ToolError::invalid_arguments(
-                "`count` must be an integer from 1 to 20",
-            ));
-        }
+    if let Some(count) = map.get("count")
+        && !count.as_u64().is_some_and(|c| (1..=20).contains(&c))
+    {
+        return Err(ToolError::invalid_arguments(
+            "`count` must be an integer from 1 to 20",
+        ));
     }
     check_enum(map, "freshness", &["pd", "pw", "pm", "py"])?;
     check_enum(map, "safe_search", &["off", "moderate", "strict"])?;
