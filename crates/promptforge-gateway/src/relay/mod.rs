@@ -1,0 +1,6 @@
+//! Talking to upstreams: sending requests, mapping failures, relaying SSE streams.
+
+pub mod sse;
+mod upstream;
+
+pub use upstream::{UpstreamCall, read_json_object, send};
