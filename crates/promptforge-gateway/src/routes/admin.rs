@@ -1,13 +1,12 @@
 //! `GET /admin/status` and `POST /admin/switch-profile`.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::parse_body;
+use super::{RawBody, parse_body};
 use crate::error::{ApiError, ErrorType};
 use crate::state::{AppState, Runtime, SwitchError};
 
@@ -47,9 +46,9 @@ struct SwitchRequest {
 /// Builds and validates the named profile, then swaps it in atomically.
 pub(super) async fn switch_profile(
     State(state): State<AppState>,
-    body: Bytes,
+    body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
-    let request: SwitchRequest = parse_body(&body)?;
+    let request: SwitchRequest = parse_body(body)?;
     match state.switch_profile(&request.name).await {
         Ok(runtime) => Ok(Json(describe(&runtime))),
         Err(SwitchError::InvalidName(err)) => Err(ApiError::bad_request(

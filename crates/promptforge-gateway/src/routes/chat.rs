@@ -1,14 +1,14 @@
 //! `POST /v1/chat/completions`, buffered and streaming.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{lookup, parse_body};
+use super::{RawBody, lookup, parse_body};
 use crate::config::{ModelKind, ToolDialect};
 use crate::dialect::gemma;
 use crate::error::ApiError;
@@ -93,9 +93,9 @@ fn validate(request: &ChatRequest) -> Result<&str, ApiError> {
 /// The handler.
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
-    body: Bytes,
+    body: RawBody,
 ) -> Result<Response, ApiError> {
-    let request: ChatRequest = parse_body(&body)?;
+    let request: ChatRequest = parse_body(body)?;
     let caller_model = validate(&request)?.to_owned();
     let runtime = state.runtime();
     let model = lookup(&runtime, &caller_model, ModelKind::Chat)?;

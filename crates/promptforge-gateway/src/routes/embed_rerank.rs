@@ -1,11 +1,10 @@
 //! `POST /v1/embeddings` and `POST /v1/rerank`.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use serde_json::{Map, Value};
 
-use super::{lookup, parse_body};
+use super::{RawBody, lookup, parse_body};
 use crate::config::ModelKind;
 use crate::error::ApiError;
 use crate::relay::{self, UpstreamCall};
@@ -15,9 +14,9 @@ use crate::state::{AppState, Route};
 /// base64; everything else passes through.
 pub(super) async fn embeddings(
     State(state): State<AppState>,
-    body: Bytes,
+    body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
-    let request: Map<String, Value> = parse_body(&body)?;
+    let request: Map<String, Value> = parse_body(body)?;
     let input_ok = match request.get("input") {
         Some(Value::String(_)) => true,
         Some(Value::Array(items)) => !items.is_empty() && items.iter().all(Value::is_string),
@@ -45,9 +44,9 @@ pub(super) async fn embeddings(
 /// Rerank: a non-empty `query`, a non-empty `documents` array, optional `top_n` >= 1.
 pub(super) async fn rerank(
     State(state): State<AppState>,
-    body: Bytes,
+    body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
-    let request: Map<String, Value> = parse_body(&body)?;
+    let request: Map<String, Value> = parse_body(body)?;
     if request
         .get("query")
         .and_then(Value::as_str)

@@ -7,6 +7,7 @@ mod embed_rerank;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
@@ -83,9 +84,26 @@ async fn require_bearer(State(state): State<AppState>, request: Request, next: N
     }
 }
 
-/// Parses a JSON request body, answering malformed bodies with an envelope.
-fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|err| {
+/// A request body as an extractor result; axum's own rejections (a body over the limit,
+/// a broken transfer) become enveloped errors too.
+type RawBody = Result<Bytes, BytesRejection>;
+
+/// Parses a JSON request body, answering every failure with an envelope.
+fn parse_body<T: DeserializeOwned>(body: RawBody) -> Result<T, ApiError> {
+    let body = body.map_err(|rejection| {
+        let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "invalid_request"
+        };
+        ApiError::new(
+            rejection.status(),
+            ErrorType::InvalidRequest,
+            code,
+            rejection.body_text(),
+        )
+    })?;
+    serde_json::from_slice(&body).map_err(|err| {
         ApiError::bad_request("invalid_request", format!("invalid JSON body: {err}"))
     })
 }
