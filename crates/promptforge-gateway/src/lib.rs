@@ -13,17 +13,20 @@
 //!
 //! Modules: [`config`] (files, includes, env, validation), [`state`] (live runtime and
 //! profile switch), [`routes`] (HTTP handlers and auth), [`relay`] (upstream calls and the
-//! typed SSE relay), [`dialect`] (emulated tool calling), [`error`] (the OpenAI error
-//! envelope), [`cli`] and [`serve`] (the binary's entry points).
+//! typed SSE relay), [`dialect`] (emulated tool calling), [`admission`] (dominion queues
+//! with fair scheduling), [`search`] (the Brave web-search proxy), [`error`] (the OpenAI
+//! error envelope), [`cli`] and [`serve`] (the binary's entry points).
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod cli;
 pub mod config;
 pub mod dialect;
 pub mod error;
 pub mod relay;
 pub mod routes;
+pub mod search;
 pub mod secret;
 pub mod serve;
 pub mod state;

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use crate::admission::Admission;
 use crate::config::{
     self, Config, ConfigError, ConfigErrorKind, EndpointConfig, EnvLayers, ModelBackend,
     ModelConfig, ServerConfig,
@@ -58,6 +59,8 @@ pub enum Route<'a> {
         upstream: &'a Upstream,
         /// The backend's name for the model.
         model: &'a str,
+        /// The dominion admission the endpoint is bound to (`None`: unlimited).
+        admission: Option<&'a Admission>,
     },
 }
 
@@ -69,28 +72,100 @@ pub struct Runtime {
     /// The validated configuration.
     pub config: Config,
     upstreams: HashMap<String, Upstream>,
+    /// Admission per limited dominion id.
+    admissions: HashMap<String, Admission>,
+    /// The client for the search provider, when `[tools.web_search]` is present.
+    search_client: Option<reqwest::Client>,
 }
 
 impl Runtime {
-    /// Builds clients for every endpoint of `config`.
-    pub fn build(profile: &str, config: Config, source: &Path) -> Result<Self, ConfigError> {
+    /// Builds clients for every endpoint of `config`. Dominions that `previous` already
+    /// has keep their admission state (in-flight and waiting requests), with the new limits.
+    pub fn build(
+        profile: &str,
+        config: Config,
+        source: &Path,
+        previous: Option<&Runtime>,
+    ) -> Result<Self, ConfigError> {
+        let client_error = |key: String, err: reqwest::Error| {
+            ConfigError::new(
+                ConfigErrorKind::Validation,
+                source,
+                Some(key),
+                format!("cannot build an HTTP client: {err}"),
+            )
+        };
+        let search_client = match &config.web_search {
+            None => None,
+            Some(_) => Some(
+                reqwest::Client::builder()
+                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .timeout(std::time::Duration::from_secs(30))
+                    .build()
+                    .map_err(|err| client_error("tools.web_search".into(), err))?,
+            ),
+        };
         let mut upstreams = HashMap::new();
         for endpoint in &config.endpoints {
-            let upstream = Upstream::new(endpoint).map_err(|err| {
-                ConfigError::new(
-                    ConfigErrorKind::Validation,
-                    source,
-                    Some(format!("endpoint[{}]", endpoint.id)),
-                    format!("cannot build an HTTP client: {err}"),
-                )
-            })?;
+            let upstream = Upstream::new(endpoint)
+                .map_err(|err| client_error(format!("endpoint[{}]", endpoint.id), err))?;
             upstreams.insert(endpoint.id.clone(), upstream);
+        }
+        // Infallible from here on: reusing a live admission happens only once the new
+        // runtime is certain to be built.
+        let mut admissions = HashMap::new();
+        for dominion in &config.dominions {
+            let reused = previous
+                .and_then(|p| p.admissions.get(&dominion.id))
+                .filter(|a| a.reconfigure(dominion))
+                .cloned();
+            if let Some(admission) = reused.or_else(|| Admission::new(dominion)) {
+                admissions.insert(dominion.id.clone(), admission);
+            }
         }
         Ok(Self {
             profile: profile.to_owned(),
             config,
             upstreams,
+            admissions,
+            search_client,
         })
+    }
+
+    /// The search provider client, when web search is configured.
+    pub fn search_client(&self) -> Option<&reqwest::Client> {
+        self.search_client.as_ref()
+    }
+
+    /// Queue state of every dominion, for `/admin/status`.
+    pub fn dominion_status(&self) -> Vec<serde_json::Value> {
+        use crate::config::{DominionKind, QueuePolicy};
+        self.config
+            .dominions
+            .iter()
+            .map(|d| {
+                let mut entry = serde_json::json!({
+                    "id": d.id,
+                    "kind": match d.kind { DominionKind::Remote => "remote", DominionKind::Local => "local" },
+                    "policy": match d.policy { QueuePolicy::Queue => "queue", QueuePolicy::Reject => "reject" },
+                    "fair_scheduling": d.fair_scheduling,
+                    "max_concurrency": d.max_concurrency,
+                    "max_queue": d.max_queue,
+                    "in_flight": null,
+                    "waiting": 0,
+                    "waiting_by_client": {},
+                });
+                let live = self.admissions.get(&d.id).map(Admission::snapshot);
+                if let (Some(serde_json::Value::Object(live)), Some(map)) = (live, entry.as_object_mut()) {
+                    for key in ["in_flight", "waiting", "waiting_by_client"] {
+                        if let Some(v) = live.get(key) {
+                            map.insert(key.into(), v.clone());
+                        }
+                    }
+                }
+                entry
+            })
+            .collect()
     }
 
     /// Resolves a model to the endpoint that serves it.
@@ -104,9 +179,15 @@ impl Runtime {
                     .first()
                     .and_then(|id| self.upstreams.get(id))
                     .ok_or_else(|| ApiError::upstream_transport("model has no usable endpoint"))?;
+                let admission = endpoints
+                    .first()
+                    .and_then(|id| self.config.endpoint(id))
+                    .and_then(|e| e.dominion.as_ref())
+                    .and_then(|d| self.admissions.get(d));
                 Ok(Route::Remote {
                     upstream: upstream_client,
                     model: upstream,
+                    admission,
                 })
             }
             ModelBackend::Local(_) => Err(ApiError::new(
@@ -174,7 +255,7 @@ pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
     let server = config::load_boot_server(boot_file, &env)?;
     let config = config::load_profile(&source, boot_file, &server, &env)?;
     log_chain(&config, boot_file);
-    let runtime = Runtime::build(profile, config, &source.path)?;
+    let runtime = Runtime::build(profile, config, &source.path, None)?;
     let bind = server.bind.clone();
     let state = AppState {
         inner: Arc::new(Shared {
@@ -244,11 +325,12 @@ impl AppState {
         let boot_file = boot.clone();
         let server = self.inner.server.clone();
         let profile = name.to_owned();
+        let previous = self.runtime();
         // File I/O and client construction stay off the async workers.
         let built = tokio::task::spawn_blocking(move || {
             let config = config::load_profile(&source, &boot_file, &server, &env)?;
             log_chain(&config, &boot_file);
-            Runtime::build(&profile, config, &source.path).map(|rt| (rt, env))
+            Runtime::build(&profile, config, &source.path, Some(&previous)).map(|rt| (rt, env))
         })
         .await
         .map_err(|err| {

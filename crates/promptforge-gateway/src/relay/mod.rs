@@ -3,4 +3,5 @@
 pub mod sse;
 mod upstream;
 
+pub(crate) use upstream::transport_error;
 pub use upstream::{UpstreamCall, read_json_object, send};

@@ -29,6 +29,7 @@ fn describe(runtime: &Runtime) -> Value {
         "models": models,
         "include_chain": chain,
         "web_search": runtime.config.web_search.is_some(),
+        "dominions": runtime.dominion_status(),
     })
 }
 

@@ -3,12 +3,12 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{RawBody, lookup, parse_body};
+use super::{RawBody, admit, lookup, parse_body};
 use crate::config::{ModelKind, ToolDialect};
 use crate::dialect::gemma;
 use crate::error::ApiError;
@@ -93,6 +93,7 @@ fn validate(request: &ChatRequest) -> Result<&str, ApiError> {
 /// The handler.
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let request: ChatRequest = parse_body(body)?;
@@ -102,6 +103,7 @@ pub(super) async fn chat_completions(
     let Route::Remote {
         upstream,
         model: upstream_model,
+        admission,
     } = runtime.route(model)?;
 
     let streaming = request.stream == Some(true);
@@ -130,10 +132,13 @@ pub(super) async fn chat_completions(
         streaming,
         capability_route: false,
     };
+    // The slot is held until the response is complete: for a stream, until it ends or the
+    // client goes away (the permit lives inside the relay).
+    let permit = admit(admission, &headers).await?;
     let response = relay::send(call).await?;
 
     if streaming {
-        let stream = sse::relay_stream(response, &upstream.id, &caller_model, ());
+        let stream = sse::relay_stream(response, &upstream.id, &caller_model, permit);
         let mut reply = Body::from_stream(stream).into_response();
         let headers = reply.headers_mut();
         headers.insert(
@@ -152,6 +157,7 @@ pub(super) async fn chat_completions(
         )));
     }
     reply.insert("model".into(), Value::String(caller_model.clone()));
+    drop(permit);
     if emulated_tools {
         gemma::inbound(&mut reply, &caller_model);
     }

@@ -2,9 +2,10 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use serde_json::{Map, Value};
 
-use super::{RawBody, lookup, parse_body};
+use super::{RawBody, admit, lookup, parse_body};
 use crate::config::ModelKind;
 use crate::error::ApiError;
 use crate::relay::{self, UpstreamCall};
@@ -14,6 +15,7 @@ use crate::state::{AppState, Route};
 /// base64; everything else passes through.
 pub(super) async fn embeddings(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let request: Map<String, Value> = parse_body(body)?;
@@ -38,12 +40,21 @@ pub(super) async fn embeddings(
             ));
         }
     }
-    forward(&state, request, ModelKind::Embedding, "/embeddings", "data").await
+    forward(
+        &state,
+        &headers,
+        request,
+        ModelKind::Embedding,
+        "/embeddings",
+        "data",
+    )
+    .await
 }
 
 /// Rerank: a non-empty `query`, a non-empty `documents` array, optional `top_n` >= 1.
 pub(super) async fn rerank(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let request: Map<String, Value> = parse_body(body)?;
@@ -77,12 +88,21 @@ pub(super) async fn rerank(
             ));
         }
     }
-    forward(&state, request, ModelKind::Classifier, "/rerank", "results").await
+    forward(
+        &state,
+        &headers,
+        request,
+        ModelKind::Classifier,
+        "/rerank",
+        "results",
+    )
+    .await
 }
 
 /// Shared routing: lookup, kind check, rewrite, send, restore the caller's name.
 async fn forward(
     state: &AppState,
+    headers: &HeaderMap,
     mut request: Map<String, Value>,
     kind: ModelKind,
     path: &str,
@@ -98,7 +118,9 @@ async fn forward(
     let Route::Remote {
         upstream,
         model: upstream_model,
+        admission,
     } = runtime.route(model)?;
+    let _permit = admit(admission, headers).await?;
     request.insert("model".into(), Value::String(upstream_model.to_owned()));
     let call = UpstreamCall {
         upstream,

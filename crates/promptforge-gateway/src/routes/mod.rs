@@ -4,18 +4,20 @@ mod admin;
 mod catalog;
 mod chat;
 mod embed_rerank;
+mod web_search;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::admission::{self, Admission, Permit};
 use crate::config::{ModelConfig, ModelKind};
 use crate::error::{ApiError, ErrorType};
 use crate::state::{AppState, Runtime};
@@ -31,6 +33,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models", get(catalog::list_models))
         .route("/v1/embeddings", post(embed_rerank::embeddings))
         .route("/v1/rerank", post(embed_rerank::rerank))
+        .route("/v1/tools/web_search", post(web_search::web_search))
         .route("/admin/status", get(admin::status))
         .route("/admin/switch-profile", post(admin::switch_profile))
         .fallback(not_found)
@@ -140,4 +143,19 @@ fn lookup<'a>(
         ));
     }
     Ok(model)
+}
+
+/// The header naming the caller for fair scheduling.
+const CLIENT_HEADER: &str = "x-promptforge-client";
+
+/// Takes a dominion slot when the endpoint is bound to a limited dominion.
+async fn admit(
+    admission: Option<&Admission>,
+    headers: &HeaderMap,
+) -> Result<Option<Permit>, ApiError> {
+    let Some(admission) = admission else {
+        return Ok(None);
+    };
+    let label = admission::client_label(headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()));
+    admission.acquire(&label).await.map(Some)
 }

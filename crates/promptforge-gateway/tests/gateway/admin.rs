@@ -20,6 +20,12 @@ async fn setup(upstream: &Upstream) -> (Gateway, ConfigDir) {
     dir.write("profiles/envy.env", "GW_ENVY_DESC=from the envy env file\n");
     dir.write("profiles/broken.toml", "include = [\"../gateway.toml\"]\n[[model]]\nname = \"b\"\ndescription = \"d\"\ncontext = 10\nmax_output = 20\nupstream = \"u\"\nendpoints = [\"up\"]\n");
     dir.write(
+        "profiles/overbooked.toml",
+        "include = [\"../gateway.toml\"]\n[[dominion]]\nid = \"gpu\"\nkind = \"local\"\nvram_gb = 8\n\
+         [[local_model]]\nname = \"l1\"\ndescription = \"d\"\nsource = \"/a.gguf\"\ncontext = 10\nvram_gb = 5\ndominion = \"gpu\"\n\
+         [[local_model]]\nname = \"l2\"\ndescription = \"d\"\nsource = \"/b.gguf\"\ncontext = 10\nvram_gb = 5\ndominion = \"gpu\"\n",
+    );
+    dir.write(
         "profiles/rebind.toml",
         "include = [\"../gateway.toml\"]\n[server]\nbind = \"127.0.0.1:9\"\n",
     );
@@ -99,7 +105,7 @@ async fn failed_switches_leave_the_old_state_intact() {
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("analytical, broken, envy, main, rebind"),
+            .contains("analytical, broken, envy, main, overbooked, rebind"),
         "{body}"
     );
     let (code, body) = switch(&gw, "broken").await;
@@ -109,6 +115,15 @@ async fn failed_switches_leave_the_old_state_intact() {
     assert!(
         message.contains("broken.toml") && message.contains("model[b].max_output"),
         "{message}"
+    );
+    let (code, body) = switch(&gw, "overbooked").await;
+    assert_eq!(code, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the budget"),
+        "{body}"
     );
     let (code, body) = switch(&gw, "rebind").await;
     assert_eq!(code, 400);

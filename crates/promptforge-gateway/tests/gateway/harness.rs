@@ -48,6 +48,8 @@ pub enum Reply {
     Stream(Vec<Part>),
     /// Another reply after a pause.
     Delayed(u64, Box<Reply>),
+    /// Another reply once the test opens the gate for it ([`Upstream::open_gate`]).
+    Gated(Box<Reply>),
 }
 
 /// A request the upstream received.
@@ -58,11 +60,11 @@ pub struct Recorded {
     pub body: Value,
 }
 
-#[derive(Default)]
 struct UpstreamInner {
     replies: Mutex<HashMap<String, Reply>>,
     recorded: Mutex<Vec<Recorded>>,
     streams_dropped: AtomicUsize,
+    gate: tokio::sync::Semaphore,
 }
 
 /// The scripted upstream on 127.0.0.1:0.
@@ -75,7 +77,12 @@ pub struct Upstream {
 
 impl Upstream {
     pub async fn start() -> Self {
-        let inner = Arc::new(UpstreamInner::default());
+        let inner = Arc::new(UpstreamInner {
+            replies: Mutex::default(),
+            recorded: Mutex::default(),
+            streams_dropped: AtomicUsize::new(0),
+            gate: tokio::sync::Semaphore::new(0),
+        });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = Router::new().fallback(handle).with_state(inner.clone());
@@ -115,6 +122,11 @@ impl Upstream {
 
     pub fn streams_dropped(&self) -> usize {
         self.inner.streams_dropped.load(Ordering::SeqCst)
+    }
+
+    /// Lets `n` gated replies through.
+    pub fn open_gate(&self, n: usize) {
+        self.inner.gate.add_permits(n);
     }
 
     pub fn stop(&self) {
@@ -198,10 +210,14 @@ async fn handle(
             tokio::time::sleep(Duration::from_millis(ms)).await;
             *inner
         }
+        Reply::Gated(next) => {
+            inner.gate.acquire().await.unwrap().forget();
+            *next
+        }
         other => other,
     };
     match reply {
-        Reply::Delayed(..) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Reply::Delayed(..) | Reply::Gated(..) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         Reply::Json(status, value) => {
             (StatusCode::from_u16(status).unwrap(), axum::Json(value)).into_response()
         }
@@ -520,4 +536,19 @@ pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     cond()
+}
+
+/// Polls an async condition (bounded).
+pub async fn eventually_async<F, Fut>(mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..400 {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
 }

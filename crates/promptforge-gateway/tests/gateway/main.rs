@@ -7,8 +7,10 @@
 
 mod admin;
 mod boot;
+mod dominions;
 mod harness;
 mod openai_sdk;
 mod routes;
 mod shipped;
 mod streaming;
+mod web_search;
