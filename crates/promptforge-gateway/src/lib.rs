@@ -1,11 +1,11 @@
 //! promptforge-gateway: the one PromptForge process that talks to LLM backends.
 //!
 //! It serves an OpenAI-compatible HTTP API (`/v1/chat/completions` buffered and
-//! streaming, `/v1/models`, `/v1/embeddings`, `/v1/rerank`, `/admin/*`), holds every
-//! credential behind [`Secret`], and routes each request by one exact model-name lookup to
-//! the configured endpoint, substituting the backend's model string on the way out and
-//! restoring the caller's on the way back. Every other request field passes through
-//! verbatim.
+//! streaming, `/v1/models`, `/v1/embeddings`, `/v1/rerank`, `/v1/tools/web_search`,
+//! `/admin/*`), holds every credential behind [`Secret`], and routes each request by one
+//! exact model-name lookup to the configured endpoint, substituting the backend's model
+//! string on the way out and restoring the caller's on the way back. Every other request
+//! field passes through verbatim.
 //!
 //! The key design choice: configuration is loaded in two phases (shape, then rules) into
 //! an immutable [`config::Config`]; the live routing table is an `Arc` swapped atomically
