@@ -217,6 +217,26 @@ async fn fair_request(
     )
 }
 
+/// The live queue state of the `narrow` dominion.
+async fn narrow_status(client: &reqwest::Client, gw_url: &str) -> Value {
+    let status: Value = client
+        .get(format!("{gw_url}/admin/status"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    status["dominions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "narrow")
+        .unwrap()
+        .clone()
+}
+
 /// The burst: 990 requests from "heavy", then (once they queue) 10 from "light".
 async fn fairness(
     client: &reqwest::Client,
@@ -238,22 +258,7 @@ async fn fairness(
     }
     // Wait until the heavy client has a deep queue.
     loop {
-        let status: Value = client
-            .get(format!("{gw_url}/admin/status"))
-            .bearer_auth(KEY)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let narrow = status["dominions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["id"] == "narrow")
-            .unwrap()
-            .clone();
+        let narrow = narrow_status(client, gw_url).await;
         if narrow["waiting"].as_u64().unwrap_or(0) >= 300 {
             break;
         }
@@ -270,22 +275,7 @@ async fn fairness(
     }
     // The moment every light request is queued (or already admitted).
     let (light_start, heavy_waiting) = loop {
-        let status: Value = client
-            .get(format!("{gw_url}/admin/status"))
-            .bearer_auth(KEY)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let narrow = status["dominions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["id"] == "narrow")
-            .unwrap()
-            .clone();
+        let narrow = narrow_status(client, gw_url).await;
         let queued_light = narrow["waiting_by_client"]["light"].as_u64().unwrap_or(0);
         let queued_heavy = narrow["waiting_by_client"]["heavy"].as_u64().unwrap_or(0);
         let snapshot = arrivals.lock().unwrap().clone();

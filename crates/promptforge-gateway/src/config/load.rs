@@ -151,22 +151,16 @@ fn read_file(path: &Path, env: &EnvLayers) -> Result<RawFile, ConfigError> {
 pub fn load_boot_server(boot: &Path, env: &EnvLayers) -> Result<ServerConfig, ConfigError> {
     let raw = read_file(boot, env)?;
     let server = raw.server.unwrap_or_default();
-    let bind = server.bind.ok_or_else(|| {
+    let missing = |field: &str| {
         ConfigError::new(
             ConfigErrorKind::Validation,
             boot,
-            Some("server.bind".into()),
+            Some(format!("server.{field}")),
             "missing",
         )
-    })?;
-    let api_key = server.api_key.ok_or_else(|| {
-        ConfigError::new(
-            ConfigErrorKind::Validation,
-            boot,
-            Some("server.api_key".into()),
-            "missing",
-        )
-    })?;
+    };
+    let bind = server.bind.ok_or_else(|| missing("bind"))?;
+    let api_key = server.api_key.ok_or_else(|| missing("api_key"))?;
     if api_key.is_blank() {
         return Err(ConfigError::new(
             ConfigErrorKind::Validation,

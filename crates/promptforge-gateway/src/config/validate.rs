@@ -335,15 +335,53 @@ struct CatalogFields<'a> {
     thinking: Option<&'a str>,
     effort_levels: Option<&'a [String]>,
     default_effort: Option<&'a str>,
+    images: Option<bool>,
+    parallel_tool_calls: Option<bool>,
+    adaptive_thinking: Option<bool>,
 }
 
 /// Validated catalog fields.
 struct Catalog {
+    name: String,
     kind: ModelKind,
+    description: String,
     context: u64,
     max_output: Option<u64>,
+    default_temperature: Option<f64>,
     thinking: Thinking,
     effort_levels: Vec<String>,
+    default_effort: Option<String>,
+    images: bool,
+    parallel_tool_calls: bool,
+    adaptive_thinking: bool,
+}
+
+impl Catalog {
+    /// The model entry: these catalog fields plus what only one table has.
+    fn into_model(
+        self,
+        default_max_tokens: Option<u64>,
+        tool_dialect: ToolDialect,
+        backend: ModelBackend,
+    ) -> ModelConfig {
+        ModelConfig {
+            name: self.name,
+            kind: self.kind,
+            description: self.description,
+            context: self.context,
+            thinking: self.thinking,
+            max_output: self.max_output,
+            default_max_tokens,
+            default_temperature: self.default_temperature,
+            images: self.images,
+            parallel_tool_calls: self.parallel_tool_calls,
+            effort_levels: self.effort_levels,
+            default_effort: self.default_effort,
+            adaptive_thinking: self.adaptive_thinking,
+            tool_dialect,
+            backend,
+        }
+    }
 }
 
 /// Checks the rules shared by both model tables; `chat_only` lists the chat-only fields
@@ -430,11 +468,18 @@ fn catalog(
         }
     }
     Ok(Catalog {
+        name: f.name.to_owned(),
         kind,
+        description: f.description.to_owned(),
         context,
         max_output,
+        default_temperature: f.default_temperature,
         thinking,
         effort_levels,
+        default_effort: f.default_effort.map(str::to_owned),
+        images: f.images.unwrap_or(false),
+        parallel_tool_calls: f.parallel_tool_calls.unwrap_or(false),
+        adaptive_thinking: f.adaptive_thinking.unwrap_or(false),
     })
 }
 
@@ -465,6 +510,9 @@ fn remote_model(
         thinking: raw.thinking.as_deref(),
         effort_levels: raw.effort_levels.as_deref(),
         default_effort: raw.default_effort.as_deref(),
+        images: raw.images,
+        parallel_tool_calls: raw.parallel_tool_calls,
+        adaptive_thinking: raw.adaptive_thinking,
     };
     let c = catalog(file, "model", &fields, &chat_only)?;
     non_empty(file, key("upstream"), &raw.upstream)?;
@@ -508,26 +556,11 @@ fn remote_model(
             ));
         }
     };
-    Ok(ModelConfig {
-        name: raw.name.clone(),
-        kind: c.kind,
-        description: raw.description.clone(),
-        context: c.context,
-        thinking: c.thinking,
-        max_output: c.max_output,
-        default_max_tokens,
-        default_temperature: raw.default_temperature,
-        images: raw.images.unwrap_or(false),
-        parallel_tool_calls: raw.parallel_tool_calls.unwrap_or(false),
-        effort_levels: c.effort_levels,
-        default_effort: raw.default_effort.clone(),
-        adaptive_thinking: raw.adaptive_thinking.unwrap_or(false),
-        tool_dialect,
-        backend: ModelBackend::Remote {
-            upstream: raw.upstream.clone(),
-            endpoints: raw.endpoints.clone(),
-        },
-    })
+    let backend = ModelBackend::Remote {
+        upstream: raw.upstream.clone(),
+        endpoints: raw.endpoints.clone(),
+    };
+    Ok(c.into_model(default_max_tokens, tool_dialect, backend))
 }
 
 fn local_model(
@@ -556,6 +589,9 @@ fn local_model(
         thinking: raw.thinking.as_deref(),
         effort_levels: raw.effort_levels.as_deref(),
         default_effort: raw.default_effort.as_deref(),
+        images: raw.images,
+        parallel_tool_calls: raw.parallel_tool_calls,
+        adaptive_thinking: raw.adaptive_thinking,
     };
     let c = catalog(file, "local_model", &fields, &chat_only)?;
     non_empty(file, key("source"), &raw.source)?;
@@ -611,34 +647,19 @@ fn local_model(
         dominions,
         DominionKind::Local,
     )?;
-    Ok(ModelConfig {
-        name: raw.name.clone(),
-        kind: c.kind,
-        description: raw.description.clone(),
-        context: c.context,
-        thinking: c.thinking,
-        max_output: c.max_output,
-        default_max_tokens: None,
-        default_temperature: raw.default_temperature,
-        images: raw.images.unwrap_or(false),
-        parallel_tool_calls: raw.parallel_tool_calls.unwrap_or(false),
-        effort_levels: c.effort_levels,
-        default_effort: raw.default_effort.clone(),
-        adaptive_thinking: raw.adaptive_thinking.unwrap_or(false),
-        tool_dialect: ToolDialect::OpenAi,
-        backend: ModelBackend::Local(LocalLaunch {
-            source: raw.source.clone(),
-            sha256: raw.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
-            chat_template_file: raw.chat_template_file.clone(),
-            gpu_layers,
-            flash_attention: raw.flash_attention,
-            cache_type_k: raw.cache_type_k.clone(),
-            cache_type_v: raw.cache_type_v.clone(),
-            parallel,
-            vram_gb: raw.vram_gb,
-            dominion: raw.dominion.clone(),
-        }),
-    })
+    let backend = ModelBackend::Local(LocalLaunch {
+        source: raw.source.clone(),
+        sha256: raw.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
+        chat_template_file: raw.chat_template_file.clone(),
+        gpu_layers,
+        flash_attention: raw.flash_attention,
+        cache_type_k: raw.cache_type_k.clone(),
+        cache_type_v: raw.cache_type_v.clone(),
+        parallel,
+        vram_gb: raw.vram_gb,
+        dominion: raw.dominion.clone(),
+    });
+    Ok(c.into_model(None, ToolDialect::OpenAi, backend))
 }
 
 /// The co-residency budget of every local dominion with `vram_gb`, over the loaded set.
