@@ -47,11 +47,29 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
     writeln!(stdout, "listening on http://{addr}")?;
     stdout.flush()?;
     drop(stdout);
-    axum::serve(listener, routes::app(booted.state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
+    let server =
+        axum::serve(listener, routes::app(booted.state)).with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            let _ = stopping_tx.send(true);
+        });
+    // Graceful shutdown waits for open connections; a long stream must not hold the
+    // process forever, so draining is bounded.
+    let drain_deadline = async move {
+        let _ = stopping.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(DRAIN_TIMEOUT).await;
+    };
+    tokio::select! {
+        result = server => result?,
+        () = drain_deadline => {
+            tracing::warn!(seconds = DRAIN_TIMEOUT.as_secs(), "drain timeout: closing the remaining connections");
+        }
+    }
     Ok(())
 }
+
+/// How long shutdown waits for in-flight requests and streams.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

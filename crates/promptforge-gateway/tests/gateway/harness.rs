@@ -488,6 +488,21 @@ impl Gateway {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Sends SIGTERM and waits (bounded) for the exit; returns the exit code.
+    pub async fn terminate(&mut self) -> Option<i32> {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("the gateway did not exit after SIGTERM")
+            .unwrap();
+        exit.code()
+    }
+
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
     }

@@ -230,3 +230,30 @@ async fn streams_are_not_cut_by_the_request_deadline() {
     assert_eq!(events.len(), 3, "{events:?}");
     assert_eq!(events[2], "[DONE]");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_drains_then_closes_a_stream_that_never_ends() {
+    let upstream = Upstream::start().await;
+    upstream.script(
+        "up-chat",
+        Reply::Stream(vec![Part::Data(chunk("up-chat", "first")), Part::Hang]),
+    );
+    let (mut gw, _dir) = Gateway::standard(&upstream).await;
+    let res = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(KEY)
+        .json(&stream_request("reasoning-large"))
+        .send()
+        .await
+        .unwrap();
+    let mut body = res.bytes_stream();
+    assert!(String::from_utf8_lossy(&body.next().await.unwrap().unwrap()).contains("first"));
+    assert_eq!(gw.terminate().await, Some(0));
+    let logs = gw.logs();
+    assert!(
+        logs.contains("shutting down") && logs.contains("drain timeout"),
+        "{logs}"
+    );
+    assert!(eventually(|| upstream.streams_dropped() == 1).await);
+}
