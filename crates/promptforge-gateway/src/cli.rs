@@ -23,7 +23,7 @@ pub enum Command {
     Serve {
         /// The boot file (default: $PROMPTFORGE_GATEWAY_CONFIG).
         config: Option<PathBuf>,
-        /// The profile to load: profiles/<NAME>.toml beside the boot file.
+        /// The profile to load: profiles/NAME.toml beside the boot file.
         #[arg(long, value_name = "NAME")]
         profile: String,
     },

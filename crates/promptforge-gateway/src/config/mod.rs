@@ -1,7 +1,7 @@
 //! Configuration: boot file, profiles, includes, env files, and the validated [`Config`].
 //!
-//! Loading has two phases. [`raw`] parses each file into serde structs with
-//! `deny_unknown_fields` (after `${VAR}` interpolation of its strings); [`load`] resolves
+//! Loading has two phases. The `raw` module parses each file into serde structs with
+//! `deny_unknown_fields` (after `${VAR}` interpolation of its strings); the `load` module resolves
 //! the include chain, merges, applies the profile's `models` allowlist and builds a
 //! [`Config`], which exists only when every rule holds. Every error names the file and
 //! the key.
