@@ -1,0 +1,440 @@
+//! Dominion admission: one pool of slots and one bounded waiting queue per dominion,
+//! shared by every endpoint bound to it, with round-robin fairness across clients.
+//!
+//! A request takes a [`Permit`] before it goes upstream and holds it until its response is
+//! complete (for a stream: until the stream ends or the client goes away). Dropping the
+//! permit hands the slot straight to the next waiter, chosen round-robin across client
+//! labels, so one busy client cannot starve another. A waiter that goes away (its future
+//! is dropped) leaves the queue at once; if a slot had already been handed to it, the slot
+//! moves on to the next waiter.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::config::{DominionConfig, QueuePolicy};
+use crate::error::{ApiError, ErrorType};
+
+/// The label of requests without a (valid) `X-PromptForge-Client` header, and of labels
+/// beyond [`MAX_TRACKED_LABELS`].
+pub const DEFAULT_LABEL: &str = "default";
+/// Distinct client labels tracked at once per dominion (including `default`).
+pub const MAX_TRACKED_LABELS: usize = 32;
+/// The longest accepted label.
+const MAX_LABEL_LEN: usize = 64;
+
+/// Normalises an `X-PromptForge-Client` value: 1-64 characters of `A-Z a-z 0-9 . _ -`,
+/// else [`DEFAULT_LABEL`].
+pub fn client_label(header: Option<&str>) -> String {
+    match header.map(str::trim) {
+        Some(label)
+            if !label.is_empty()
+                && label.len() <= MAX_LABEL_LEN
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) =>
+        {
+            label.to_owned()
+        }
+        _ => DEFAULT_LABEL.to_owned(),
+    }
+}
+
+/// Limits of one dominion (updated in place by a profile switch).
+#[derive(Debug, Clone, PartialEq)]
+struct Limits {
+    max_concurrency: u32,
+    max_queue: usize,
+    policy: QueuePolicy,
+    fair: bool,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    tx: oneshot::Sender<()>,
+}
+
+#[derive(Debug, Default)]
+struct Queues {
+    in_flight: u32,
+    waiting: usize,
+    next_id: u64,
+    /// Waiters per label; a label is present only while it has waiters.
+    by_label: HashMap<String, VecDeque<Waiter>>,
+    /// Labels with waiters, in round-robin order.
+    ring: VecDeque<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: String,
+    limits: Limits,
+    queues: Queues,
+}
+
+/// The admission state of one dominion.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// A held concurrency slot; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Permit {
+    admission: Admission,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.admission.release();
+    }
+}
+
+/// Removes a waiter that gave up, or passes on a slot it was handed but never used.
+struct WaitGuard {
+    admission: Admission,
+    id: u64,
+    label: String,
+    rx: Option<oneshot::Receiver<()>>,
+    admitted: bool,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        if self.admitted {
+            return;
+        }
+        let removed = {
+            let mut inner = self.admission.lock();
+            let q = &mut inner.queues;
+            let mut removed = false;
+            if let Some(waiters) = q.by_label.get_mut(&self.label) {
+                if let Some(pos) = waiters.iter().position(|w| w.id == self.id) {
+                    waiters.remove(pos);
+                    removed = true;
+                    if waiters.is_empty() {
+                        q.by_label.remove(&self.label);
+                        q.ring.retain(|l| l != &self.label);
+                    }
+                }
+            }
+            if removed {
+                q.waiting -= 1;
+            }
+            removed
+        };
+        // Not in the queue any more: a slot was handed over; if it arrived, pass it on.
+        if !removed {
+            if let Some(mut rx) = self.rx.take() {
+                if rx.try_recv().is_ok() {
+                    self.admission.release();
+                }
+            }
+        }
+    }
+}
+
+impl Admission {
+    /// A fresh, idle admission for `config`; `None` when the dominion sets no
+    /// `max_concurrency` (unlimited: nothing to admit).
+    pub fn new(config: &DominionConfig) -> Option<Self> {
+        let limits = limits(config)?;
+        Some(Self {
+            inner: Arc::new(Mutex::new(Inner {
+                id: config.id.clone(),
+                limits,
+                queues: Queues::default(),
+            })),
+        })
+    }
+
+    /// Applies new limits (profile switch) while keeping in-flight and waiting requests.
+    /// Returns `false` when the dominion became unlimited.
+    pub fn reconfigure(&self, config: &DominionConfig) -> bool {
+        let Some(limits) = limits(config) else {
+            return false;
+        };
+        self.lock().limits = limits;
+        // A raised limit may admit waiters right away.
+        loop {
+            let mut inner = self.lock();
+            if inner.queues.waiting == 0 || inner.queues.in_flight >= inner.limits.max_concurrency {
+                break;
+            }
+            inner.queues.in_flight += 1;
+            drop(inner);
+            self.release();
+        }
+        true
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a slot for a request from `label`, waiting in the queue when the policy says
+    /// so. Cancel-safe: dropping the future leaves no trace.
+    pub async fn acquire(&self, label: &str) -> Result<Permit, ApiError> {
+        let (rx, id, label) = {
+            let mut inner = self.lock();
+            let Inner {
+                id: dominion,
+                limits,
+                queues,
+            } = &mut *inner;
+            if queues.in_flight < limits.max_concurrency && queues.waiting == 0 {
+                queues.in_flight += 1;
+                return Ok(Permit {
+                    admission: self.clone(),
+                });
+            }
+            if limits.policy == QueuePolicy::Reject {
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    ErrorType::RateLimit,
+                    "queue_rejected",
+                    format!("dominion {dominion} has no free slot (policy = \"reject\")"),
+                ));
+            }
+            if queues.waiting >= limits.max_queue {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorType::RateLimit,
+                    "queue_full",
+                    format!(
+                        "dominion {dominion}: every slot is busy and the queue is full; retry after a back-off"
+                    ),
+                ));
+            }
+            let label = if !limits.fair {
+                DEFAULT_LABEL.to_owned()
+            } else if queues.by_label.contains_key(label)
+                || queues.by_label.len() < MAX_TRACKED_LABELS - 1
+            {
+                label.to_owned()
+            } else {
+                DEFAULT_LABEL.to_owned()
+            };
+            let (tx, rx) = oneshot::channel();
+            queues.next_id += 1;
+            let id = queues.next_id;
+            let waiters = queues.by_label.entry(label.clone()).or_default();
+            if waiters.is_empty() {
+                queues.ring.push_back(label.clone());
+            }
+            waiters.push_back(Waiter { id, tx });
+            queues.waiting += 1;
+            (rx, id, label)
+        };
+        let mut guard = WaitGuard {
+            admission: self.clone(),
+            id,
+            label,
+            rx: Some(rx),
+            admitted: false,
+        };
+        let received = match guard.rx.as_mut() {
+            Some(rx) => rx.await.is_ok(),
+            None => false,
+        };
+        if received {
+            guard.admitted = true;
+            Ok(Permit {
+                admission: self.clone(),
+            })
+        } else {
+            // The sender vanished without a slot: cannot happen while `self` lives.
+            guard.admitted = true;
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorType::Server,
+                "queue_full",
+                "admission queue closed",
+            ))
+        }
+    }
+
+    /// Frees one slot: hands it to the next waiter round-robin, or returns it to the pool.
+    fn release(&self) {
+        let mut inner = self.lock();
+        let q = &mut inner.queues;
+        loop {
+            let Some(label) = q.ring.pop_front() else {
+                q.in_flight = q.in_flight.saturating_sub(1);
+                return;
+            };
+            let Some(waiters) = q.by_label.get_mut(&label) else {
+                continue;
+            };
+            let waiter = waiters.pop_front();
+            if waiters.is_empty() {
+                q.by_label.remove(&label);
+            } else {
+                q.ring.push_back(label);
+            }
+            let Some(waiter) = waiter else { continue };
+            q.waiting -= 1;
+            if waiter.tx.send(()).is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// In flight, waiting and waiting per label, for `/admin/status`.
+    pub fn snapshot(&self) -> Value {
+        let inner = self.lock();
+        let by_client: serde_json::Map<String, Value> = inner
+            .queues
+            .by_label
+            .iter()
+            .map(|(label, w)| (label.clone(), json!(w.len())))
+            .collect();
+        json!({
+            "in_flight": inner.queues.in_flight,
+            "waiting": inner.queues.waiting,
+            "waiting_by_client": by_client,
+            "max_concurrency": inner.limits.max_concurrency,
+            "max_queue": inner.limits.max_queue,
+        })
+    }
+
+    /// The dominion's id.
+    pub fn id(&self) -> String {
+        self.lock().id.clone()
+    }
+}
+
+fn limits(config: &DominionConfig) -> Option<Limits> {
+    Some(Limits {
+        max_concurrency: config.max_concurrency?,
+        max_queue: usize::try_from(config.max_queue).unwrap_or(usize::MAX),
+        policy: config.policy,
+        fair: config.fair_scheduling,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DominionKind;
+
+    fn dominion(max_concurrency: u32, max_queue: u32, policy: QueuePolicy) -> Admission {
+        Admission::new(&DominionConfig {
+            id: "d".into(),
+            kind: DominionKind::Remote,
+            max_concurrency: Some(max_concurrency),
+            max_queue,
+            policy,
+            fair_scheduling: true,
+            vram_gb: None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn labels_are_validated() {
+        assert_eq!(client_label(Some("batch-1.a_b")), "batch-1.a_b");
+        assert_eq!(client_label(None), "default");
+        assert_eq!(client_label(Some("")), "default");
+        assert_eq!(client_label(Some("has space")), "default");
+        assert_eq!(client_label(Some(&"x".repeat(65))), "default");
+    }
+
+    #[tokio::test]
+    async fn queue_then_full_then_handoff() {
+        let d = dominion(1, 1, QueuePolicy::Queue);
+        let first = d.acquire("a").await.unwrap();
+        let waiting = tokio::spawn({
+            let d = d.clone();
+            async move { d.acquire("a").await.map(|_| ()) }
+        });
+        while d.snapshot()["waiting"] != 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(d.acquire("b").await.unwrap_err().code(), "queue_full");
+        drop(first);
+        waiting.await.unwrap().unwrap();
+        assert_eq!(d.snapshot()["in_flight"], 0);
+    }
+
+    #[tokio::test]
+    async fn reject_policy_fails_fast() {
+        let d = dominion(1, 10, QueuePolicy::Reject);
+        let _held = d.acquire("a").await.unwrap();
+        let err = d.acquire("a").await.unwrap_err();
+        assert_eq!((err.status().as_u16(), err.code()), (429, "queue_rejected"));
+    }
+
+    #[tokio::test]
+    async fn cancelled_waiters_leave_the_queue() {
+        let d = dominion(1, 5, QueuePolicy::Queue);
+        let held = d.acquire("a").await.unwrap();
+        let waiter = tokio::spawn({
+            let d = d.clone();
+            async move { d.acquire("a").await.map(|_| ()) }
+        });
+        while d.snapshot()["waiting"] != 1 {
+            tokio::task::yield_now().await;
+        }
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(d.snapshot()["waiting"], 0);
+        drop(held);
+        assert_eq!(d.snapshot()["in_flight"], 0);
+    }
+
+    #[tokio::test]
+    async fn at_most_32_labels_are_tracked() {
+        let d = dominion(1, 100, QueuePolicy::Queue);
+        let _held = d.acquire("x").await.unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let dom = d.clone();
+            tasks.push(tokio::spawn(async move {
+                dom.acquire(&format!("client-{i}")).await.map(|_| ())
+            }));
+            while d.snapshot()["waiting"] != i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let snapshot = d.snapshot();
+        let by_client = snapshot["waiting_by_client"].as_object().unwrap();
+        assert_eq!(by_client.len(), MAX_TRACKED_LABELS);
+        assert_eq!(by_client["default"], 40 - (MAX_TRACKED_LABELS - 1));
+        assert_eq!(by_client["client-0"], 1);
+        for t in tasks {
+            t.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn round_robin_across_labels() {
+        let d = dominion(1, 100, QueuePolicy::Queue);
+        let held = d.acquire("a").await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        let labels = ["a", "a", "a", "a", "b"];
+        for (i, label) in labels.into_iter().enumerate() {
+            let (dom, order) = (d.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let permit = dom.acquire(label).await.unwrap();
+                order.lock().unwrap().push(format!("{label}{i}"));
+                tokio::task::yield_now().await;
+                drop(permit);
+            }));
+            while d.snapshot()["waiting"] != i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(held);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["a0", "b4", "a1", "a2", "a3"]);
+        assert_eq!(d.snapshot()["in_flight"], 0);
+    }
+}

@@ -1,0 +1,345 @@
+//! Configuration: boot file, profiles, includes, env files, and the validated [`Config`].
+//!
+//! Loading has two phases. The `raw` module parses each file into serde structs with
+//! `deny_unknown_fields` (after `${VAR}` interpolation of its strings); the `load` module resolves
+//! the include chain, merges, applies the profile's `models` allowlist and builds a
+//! [`Config`], which exists only when every rule holds. Every error names the file and
+//! the key.
+
+mod env;
+mod interpolate;
+mod load;
+mod raw;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use env::EnvLayers;
+pub use load::{ProfileSource, available_profiles, load_boot_server, load_profile, profile_source};
+
+use crate::secret::Secret;
+
+/// What went wrong while loading configuration, for programmatic handling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// A file could not be read.
+    Io,
+    /// A file is not valid TOML, or has an unknown or mistyped key.
+    Parse,
+    /// A `${VAR}` reference is unresolved or malformed.
+    Interpolation,
+    /// An include is missing, cyclic or nested too deep.
+    Include,
+    /// A rule across fields or entries is broken.
+    Validation,
+    /// The profile name, directory or file is wrong.
+    Profile,
+    /// The profile's merged `[server]` differs from the boot file's.
+    ServerMismatch,
+}
+
+/// A configuration error naming the file and, where there is one, the key.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct ConfigError {
+    kind: ConfigErrorKind,
+    file: PathBuf,
+    key: Option<String>,
+    message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(
+        kind: ConfigErrorKind,
+        file: &Path,
+        key: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind,
+            file: file.to_path_buf(),
+            key,
+            message: message.into(),
+        }
+    }
+
+    /// The stable classification of this error.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.kind
+    }
+
+    /// The file the error is in.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// The key the error is about, when there is one.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(key) => write!(f, "{}: {key}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// A validated, merged configuration: the loaded set of one profile.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Socket and bearer key (equal to the boot file's).
+    pub server: ServerConfig,
+    /// Upstream backends, in merge order.
+    pub endpoints: Vec<EndpointConfig>,
+    /// The loaded models (remote and local), in merge order.
+    pub models: Vec<ModelConfig>,
+    /// Compute pools.
+    pub dominions: Vec<DominionConfig>,
+    /// `[tools.web_search]`, when present.
+    pub web_search: Option<WebSearchConfig>,
+    /// `[local]`.
+    pub local: LocalSettings,
+    /// The profile's `models` allowlist; `None` loads the full catalog.
+    pub model_allowlist: Option<Vec<String>>,
+    /// Every file merged, in merge order.
+    pub include_chain: Vec<PathBuf>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The socket address to listen on.
+    pub bind: String,
+    /// The bearer key every route but `/health` demands.
+    pub api_key: Secret,
+}
+
+/// `[local]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LocalSettings {
+    /// Cache directory for models and the llama.cpp binary (`~/.promptforge` when unset).
+    pub cache_dir: Option<String>,
+    /// An explicit `llama-server` binary, used instead of provisioning one.
+    pub llama_server: Option<String>,
+}
+
+/// `[[endpoint]]`: one upstream backend.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// The operator's handle, referenced by models.
+    pub id: String,
+    /// The base URL without a trailing slash, e.g. `https://api.example.com/v1`.
+    pub base_url: String,
+    /// The upstream credential, sent as `Authorization: Bearer`.
+    pub api_key: Option<Secret>,
+    /// The remote dominion the endpoint is bound to.
+    pub dominion: Option<String>,
+    /// TCP/TLS connect deadline (default 10 s).
+    pub connect_timeout: Duration,
+    /// Whole-request deadline for non-streaming requests (default 600 s).
+    pub timeout: Duration,
+}
+
+/// What a model serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/embeddings`.
+    Embedding,
+    /// `POST /v1/rerank`.
+    Classifier,
+}
+
+impl ModelKind {
+    /// The configuration and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Embedding => "embedding",
+            Self::Classifier => "classifier",
+        }
+    }
+}
+
+/// A chat model's thinking mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// The model never thinks (default).
+    Never,
+    /// The model always thinks.
+    Always,
+    /// Thinking can be switched per request.
+    Switchable,
+}
+
+impl Thinking {
+    /// The configuration and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "never",
+            Self::Always => "always",
+            Self::Switchable => "switchable",
+        }
+    }
+}
+
+/// How tool calls reach the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolDialect {
+    /// Native OpenAI `tools` (default).
+    OpenAi,
+    /// Emulated through `tool_code` fences in content.
+    Gemma3ToolCode,
+}
+
+/// One loaded model: catalog metadata plus where it runs.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// The caller-facing name.
+    pub name: String,
+    /// What the model serves.
+    pub kind: ModelKind,
+    /// Catalog prose.
+    pub description: String,
+    /// Context window in tokens.
+    pub context: u64,
+    /// Thinking mode (`never` for non-chat kinds).
+    pub thinking: Thinking,
+    /// Maximum output tokens, when configured.
+    pub max_output: Option<u64>,
+    /// `max_tokens` inserted when a chat request sets neither `max_tokens` nor
+    /// `max_completion_tokens`.
+    pub default_max_tokens: Option<u64>,
+    /// Advertised default temperature, when configured.
+    pub default_temperature: Option<f64>,
+    /// Accepts images.
+    pub images: bool,
+    /// Can emit several tool calls in one turn.
+    pub parallel_tool_calls: bool,
+    /// Reasoning effort levels the model accepts.
+    pub effort_levels: Vec<String>,
+    /// The effort used when a request names none, when configured.
+    pub default_effort: Option<String>,
+    /// Whether the model decides by itself how much to think.
+    pub adaptive_thinking: bool,
+    /// Tool-calling dialect.
+    pub tool_dialect: ToolDialect,
+    /// Where requests go.
+    pub backend: ModelBackend,
+}
+
+/// Where a model's requests go.
+#[derive(Debug, Clone)]
+pub enum ModelBackend {
+    /// A `[[model]]` on a remote endpoint.
+    Remote {
+        /// The backend's own model string.
+        upstream: String,
+        /// Endpoint ids; the first one serves.
+        endpoints: Vec<String>,
+    },
+    /// A `[[local_model]]` served by a llama-server child.
+    Local(LocalLaunch),
+}
+
+/// The launch settings of a `[[local_model]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalLaunch {
+    /// A URL or a local path to the GGUF file.
+    pub source: String,
+    /// Expected SHA-256 of the GGUF, lowercase hex.
+    pub sha256: Option<String>,
+    /// A chat template file overriding the GGUF's.
+    pub chat_template_file: Option<String>,
+    /// `--gpu-layers`.
+    pub gpu_layers: Option<u32>,
+    /// `--flash-attn`.
+    pub flash_attention: Option<bool>,
+    /// `--cache-type-k`.
+    pub cache_type_k: Option<String>,
+    /// `--cache-type-v`.
+    pub cache_type_v: Option<String>,
+    /// `--parallel` and the per-model queue limit without a dominion (default 1).
+    pub parallel: u32,
+    /// VRAM footprint estimate in GB.
+    pub vram_gb: Option<f64>,
+    /// The local dominion the model is bound to.
+    pub dominion: Option<String>,
+}
+
+/// Remote provider pool or local GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DominionKind {
+    /// Remote endpoints bind here.
+    Remote,
+    /// Local models bind here.
+    Local,
+}
+
+/// What a full dominion does with a new request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePolicy {
+    /// Wait in the bounded queue; 503 `queue_full` past `max_queue`.
+    Queue,
+    /// 429 `queue_rejected` when no slot is free.
+    Reject,
+}
+
+/// `[[dominion]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DominionConfig {
+    /// Unique id.
+    pub id: String,
+    /// Remote or local.
+    pub kind: DominionKind,
+    /// Concurrency slots; `None` is unlimited.
+    pub max_concurrency: Option<u32>,
+    /// Waiting requests beyond the slots (default 100).
+    pub max_queue: u32,
+    /// Full-pool behaviour (default `queue`).
+    pub policy: QueuePolicy,
+    /// Round-robin by `X-PromptForge-Client` (default true).
+    pub fair_scheduling: bool,
+    /// Co-residency budget (local only).
+    pub vram_gb: Option<f64>,
+}
+
+/// `[tools.web_search]`.
+#[derive(Debug, Clone)]
+pub struct WebSearchConfig {
+    /// The Brave subscription token.
+    pub api_key: Secret,
+    /// The Brave API base URL without a trailing slash.
+    pub base_url: String,
+    /// `count` when the request has none (default 10).
+    pub default_count: u32,
+    /// Upper bound of `count` (default 20).
+    pub max_count: u32,
+    /// Results kept per host (default 2).
+    pub max_per_host: u32,
+    /// Freshness when the request has none.
+    pub default_freshness: Option<String>,
+    /// Safe-search level when the request has none.
+    pub default_safesearch: Option<String>,
+    /// Drop tracking query parameters from result URLs (default true).
+    pub strip_tracking: bool,
+}
+
+impl Config {
+    /// Looks a loaded model up by its exact name.
+    pub fn model(&self, name: &str) -> Option<&ModelConfig> {
+        self.models.iter().find(|m| m.name == name)
+    }
+
+    /// Looks an endpoint up by id.
+    pub fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
+        self.endpoints.iter().find(|e| e.id == id)
+    }
+}

@@ -1,0 +1,774 @@
+//! Phase two: from the merged raw document to a validated [`Config`].
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::load::{Merged, Sourced};
+use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawWebSearch};
+use super::{
+    Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
+    LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerConfig,
+    Thinking, ToolDialect, WebSearchConfig,
+};
+
+/// Default connect deadline for upstream requests.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default whole-request deadline for non-streaming upstream requests.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default waiting-queue bound of a dominion.
+const DEFAULT_MAX_QUEUE: u32 = 100;
+/// The Brave Search API.
+const BRAVE_BASE_URL: &str = "https://api.search.brave.com/res/v1";
+
+fn invalid(file: &Path, key: String, message: impl Into<String>) -> ConfigError {
+    ConfigError::new(ConfigErrorKind::Validation, file, Some(key), message)
+}
+
+/// Builds the validated configuration.
+pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, ConfigError> {
+    let Merged {
+        chain,
+        models_allowlist,
+        server: _,
+        local,
+        endpoints,
+        mut models,
+        mut local_models,
+        dominions,
+        web_search,
+    } = merged;
+
+    // The allowlist filters the catalog before any other check.
+    if let Some(allow) = &models_allowlist {
+        for (i, name) in allow.item.iter().enumerate() {
+            let known = models.iter().any(|m| &m.item.name == name)
+                || local_models.iter().any(|m| &m.item.name == name);
+            if !known {
+                return Err(invalid(
+                    &allow.file,
+                    format!("models[{i}]"),
+                    format!("`{name}` is not defined by any [[model]] or [[local_model]]"),
+                ));
+            }
+        }
+        models.retain(|m| allow.item.contains(&m.item.name));
+        local_models.retain(|m| allow.item.contains(&m.item.name));
+    }
+
+    let dominions = dominions
+        .iter()
+        .map(dominion)
+        .collect::<Result<Vec<_>, _>>()?;
+    let endpoints = endpoints
+        .iter()
+        .map(|e| endpoint(e, &dominions))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut loaded = Vec::with_capacity(models.len() + local_models.len());
+    for m in &models {
+        loaded.push(remote_model(m, &endpoints)?);
+    }
+    for m in &local_models {
+        if models.iter().any(|r| r.item.name == m.item.name) {
+            return Err(invalid(
+                &m.file,
+                format!("local_model[{}].name", m.item.name),
+                "a [[model]] already has this name",
+            ));
+        }
+        loaded.push(local_model(m, &dominions)?);
+    }
+    check_vram(&local_models, &dominions)?;
+
+    let web_search = web_search.as_ref().map(web_search_config).transpose()?;
+    Ok(Config {
+        server,
+        endpoints,
+        models: loaded,
+        dominions,
+        web_search,
+        local: LocalSettings {
+            cache_dir: local.cache_dir,
+            llama_server: local.llama_server,
+        },
+        model_allowlist: models_allowlist.map(|a| a.item),
+        include_chain: chain,
+    })
+}
+
+fn non_empty(file: &Path, key: String, value: &str) -> Result<(), ConfigError> {
+    if value.trim().is_empty() {
+        Err(invalid(file, key, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+fn positive(file: &Path, key: String, value: i64) -> Result<u64, ConfigError> {
+    u64::try_from(value)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| invalid(file, key, format!("must be at least 1 (got {value})")))
+}
+
+fn small_positive(file: &Path, key: String, value: i64) -> Result<u32, ConfigError> {
+    u32::try_from(value)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| {
+            invalid(
+                file,
+                key,
+                format!("must be between 1 and {} (got {value})", u32::MAX),
+            )
+        })
+}
+
+fn duration(
+    file: &Path,
+    key: String,
+    value: Option<&str>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    let parsed = humantime::parse_duration(value).map_err(|err| {
+        invalid(
+            file,
+            key.clone(),
+            format!("`{value}` is not a duration like 30s or 5m: {err}"),
+        )
+    })?;
+    if parsed.is_zero() {
+        return Err(invalid(file, key, "must be longer than zero"));
+    }
+    Ok(parsed)
+}
+
+fn dominion(d: &Sourced<RawDominion>) -> Result<DominionConfig, ConfigError> {
+    let (file, raw) = (&d.file, &d.item);
+    let key = |field: &str| format!("dominion[{}].{field}", raw.id);
+    non_empty(file, "dominion.id".into(), &raw.id)?;
+    let kind = match raw.kind.as_str() {
+        "remote" => DominionKind::Remote,
+        "local" => DominionKind::Local,
+        other => {
+            return Err(invalid(
+                file,
+                key("kind"),
+                format!("`{other}` is not \"remote\" or \"local\""),
+            ));
+        }
+    };
+    let policy = match raw.policy.as_deref() {
+        None | Some("queue") => QueuePolicy::Queue,
+        Some("reject") => QueuePolicy::Reject,
+        Some(other) => {
+            return Err(invalid(
+                file,
+                key("policy"),
+                format!("`{other}` is not \"queue\" or \"reject\""),
+            ));
+        }
+    };
+    let max_concurrency = raw
+        .max_concurrency
+        .map(|v| small_positive(file, key("max_concurrency"), v))
+        .transpose()?;
+    let max_queue = raw
+        .max_queue
+        .map(|v| small_positive(file, key("max_queue"), v))
+        .transpose()?
+        .unwrap_or(DEFAULT_MAX_QUEUE);
+    if let Some(vram) = raw.vram_gb {
+        if kind == DominionKind::Remote {
+            return Err(invalid(
+                file,
+                key("vram_gb"),
+                "only a local dominion has a VRAM budget",
+            ));
+        }
+        if !(vram.is_finite() && vram > 0.0) {
+            return Err(invalid(file, key("vram_gb"), "must be a positive number"));
+        }
+    }
+    Ok(DominionConfig {
+        id: raw.id.clone(),
+        kind,
+        max_concurrency,
+        max_queue,
+        policy,
+        fair_scheduling: raw.fair_scheduling.unwrap_or(true),
+        vram_gb: raw.vram_gb,
+    })
+}
+
+fn bound_dominion(
+    file: &Path,
+    key: String,
+    id: Option<&String>,
+    dominions: &[DominionConfig],
+    want: DominionKind,
+) -> Result<(), ConfigError> {
+    let Some(id) = id else { return Ok(()) };
+    match dominions.iter().find(|d| &d.id == id) {
+        None => Err(invalid(file, key, format!("unknown dominion `{id}`"))),
+        Some(d) if d.kind != want => {
+            let (is, must) = match want {
+                DominionKind::Remote => ("local", "an endpoint must bind a remote dominion"),
+                DominionKind::Local => ("remote", "a local model must bind a local dominion"),
+            };
+            Err(invalid(
+                file,
+                key,
+                format!("dominion `{id}` is {is}; {must}"),
+            ))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Normalises an http(s) base URL: no credentials, query or fragment, no trailing slash.
+fn base_url(file: &Path, key: String, value: &str) -> Result<String, ConfigError> {
+    let url = reqwest::Url::parse(value)
+        .map_err(|err| invalid(file, key.clone(), format!("`{value}` is not a URL: {err}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(file, key, "must be an http or https URL"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            file,
+            key,
+            "must not embed credentials; use api_key",
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(file, key, "must not carry a query or fragment"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+fn endpoint(
+    e: &Sourced<RawEndpoint>,
+    dominions: &[DominionConfig],
+) -> Result<EndpointConfig, ConfigError> {
+    let (file, raw) = (&e.file, &e.item);
+    let key = |field: &str| format!("endpoint[{}].{field}", raw.id);
+    non_empty(file, "endpoint.id".into(), &raw.id)?;
+    if let Some(protocol) = raw.protocol.as_deref().filter(|p| *p != "openai") {
+        return Err(invalid(
+            file,
+            key("protocol"),
+            format!("`{protocol}` is not supported (only \"openai\")"),
+        ));
+    }
+    let base_url = base_url(file, key("base_url"), &raw.base_url)?;
+    if raw.api_key.as_ref().is_some_and(|k| k.is_blank()) {
+        return Err(invalid(
+            file,
+            key("api_key"),
+            "must not be empty (omit it for a keyless backend)",
+        ));
+    }
+    bound_dominion(
+        file,
+        key("dominion"),
+        raw.dominion.as_ref(),
+        dominions,
+        DominionKind::Remote,
+    )?;
+    Ok(EndpointConfig {
+        id: raw.id.clone(),
+        base_url,
+        api_key: raw.api_key.clone(),
+        dominion: raw.dominion.clone(),
+        connect_timeout: duration(
+            file,
+            key("connect_timeout"),
+            raw.connect_timeout.as_deref(),
+            DEFAULT_CONNECT_TIMEOUT,
+        )?,
+        timeout: duration(
+            file,
+            key("timeout"),
+            raw.timeout.as_deref(),
+            DEFAULT_TIMEOUT,
+        )?,
+    })
+}
+
+fn model_kind(file: &Path, key: String, value: Option<&str>) -> Result<ModelKind, ConfigError> {
+    match value {
+        None | Some("chat") => Ok(ModelKind::Chat),
+        Some("embedding") => Ok(ModelKind::Embedding),
+        Some("classifier") => Ok(ModelKind::Classifier),
+        Some(other) => Err(invalid(
+            file,
+            key,
+            format!("`{other}` is not chat, embedding or classifier"),
+        )),
+    }
+}
+
+fn thinking(file: &Path, key: String, value: Option<&str>) -> Result<Thinking, ConfigError> {
+    match value {
+        None | Some("never") => Ok(Thinking::Never),
+        Some("always") => Ok(Thinking::Always),
+        Some("switchable") => Ok(Thinking::Switchable),
+        Some(other) => Err(invalid(
+            file,
+            key,
+            format!("`{other}` is not never, always or switchable"),
+        )),
+    }
+}
+
+/// The catalog fields shared by `[[model]]` and `[[local_model]]`.
+struct CatalogFields<'a> {
+    name: &'a str,
+    kind: Option<&'a str>,
+    description: &'a str,
+    context: i64,
+    max_output: Option<i64>,
+    default_temperature: Option<f64>,
+    thinking: Option<&'a str>,
+    effort_levels: Option<&'a [String]>,
+    default_effort: Option<&'a str>,
+    images: Option<bool>,
+    parallel_tool_calls: Option<bool>,
+    adaptive_thinking: Option<bool>,
+}
+
+/// Validated catalog fields.
+struct Catalog {
+    name: String,
+    kind: ModelKind,
+    description: String,
+    context: u64,
+    max_output: Option<u64>,
+    default_temperature: Option<f64>,
+    thinking: Thinking,
+    effort_levels: Vec<String>,
+    default_effort: Option<String>,
+    images: bool,
+    parallel_tool_calls: bool,
+    adaptive_thinking: bool,
+}
+
+impl Catalog {
+    /// The model entry: these catalog fields plus what only one table has.
+    fn into_model(
+        self,
+        default_max_tokens: Option<u64>,
+        tool_dialect: ToolDialect,
+        backend: ModelBackend,
+    ) -> ModelConfig {
+        ModelConfig {
+            name: self.name,
+            kind: self.kind,
+            description: self.description,
+            context: self.context,
+            thinking: self.thinking,
+            max_output: self.max_output,
+            default_max_tokens,
+            default_temperature: self.default_temperature,
+            images: self.images,
+            parallel_tool_calls: self.parallel_tool_calls,
+            effort_levels: self.effort_levels,
+            default_effort: self.default_effort,
+            adaptive_thinking: self.adaptive_thinking,
+            tool_dialect,
+            backend,
+        }
+    }
+}
+
+/// Checks the rules shared by both model tables; `chat_only` lists the chat-only fields
+/// present on the entry.
+fn catalog(
+    file: &Path,
+    table: &str,
+    f: &CatalogFields<'_>,
+    chat_only: &[&str],
+) -> Result<Catalog, ConfigError> {
+    let key = |field: &str| format!("{table}[{}].{field}", f.name);
+    non_empty(file, format!("{table}.name"), f.name)?;
+    non_empty(file, key("description"), f.description)?;
+    let kind = model_kind(file, key("kind"), f.kind)?;
+    if kind != ModelKind::Chat {
+        if let Some(field) = chat_only.first() {
+            return Err(invalid(
+                file,
+                key(field),
+                format!(
+                    "`{field}` is chat-only and not allowed for kind = \"{}\"",
+                    kind.as_str()
+                ),
+            ));
+        }
+    }
+    let context = positive(file, key("context"), f.context)?;
+    let max_output = f
+        .max_output
+        .map(|v| positive(file, key("max_output"), v))
+        .transpose()?;
+    if let Some(max) = max_output.filter(|m| *m > context) {
+        return Err(invalid(
+            file,
+            key("max_output"),
+            format!("{max} exceeds context ({context})"),
+        ));
+    }
+    if let Some(t) = f
+        .default_temperature
+        .filter(|t| !(t.is_finite() && (0.0..=2.0).contains(t)))
+    {
+        return Err(invalid(
+            file,
+            key("default_temperature"),
+            format!("{t} is not between 0 and 2"),
+        ));
+    }
+    let thinking = thinking(file, key("thinking"), f.thinking)?;
+    if thinking == Thinking::Never {
+        if f.effort_levels.is_some() {
+            return Err(invalid(
+                file,
+                key("effort_levels"),
+                "effort knobs are not allowed with thinking = \"never\"",
+            ));
+        }
+        if f.default_effort.is_some() {
+            return Err(invalid(
+                file,
+                key("default_effort"),
+                "effort knobs are not allowed with thinking = \"never\"",
+            ));
+        }
+    }
+    let effort_levels = f.effort_levels.map(<[String]>::to_vec).unwrap_or_default();
+    for (i, level) in effort_levels.iter().enumerate() {
+        non_empty(file, key(&format!("effort_levels[{i}]")), level)?;
+        if effort_levels[..i].contains(level) {
+            return Err(invalid(
+                file,
+                key("effort_levels"),
+                format!("`{level}` is listed twice"),
+            ));
+        }
+    }
+    if let Some(effort) = f.default_effort {
+        if !effort_levels.iter().any(|l| l == effort) {
+            return Err(invalid(
+                file,
+                key("default_effort"),
+                format!("`{effort}` is not one of effort_levels"),
+            ));
+        }
+    }
+    Ok(Catalog {
+        name: f.name.to_owned(),
+        kind,
+        description: f.description.to_owned(),
+        context,
+        max_output,
+        default_temperature: f.default_temperature,
+        thinking,
+        effort_levels,
+        default_effort: f.default_effort.map(str::to_owned),
+        images: f.images.unwrap_or(false),
+        parallel_tool_calls: f.parallel_tool_calls.unwrap_or(false),
+        adaptive_thinking: f.adaptive_thinking.unwrap_or(false),
+    })
+}
+
+fn remote_model(
+    m: &Sourced<RawModel>,
+    endpoints: &[EndpointConfig],
+) -> Result<ModelConfig, ConfigError> {
+    let (file, raw) = (&m.file, &m.item);
+    let key = |field: &str| format!("model[{}].{field}", raw.name);
+    let chat_only: Vec<&str> = [
+        ("thinking", raw.thinking.is_some()),
+        ("default_max_tokens", raw.default_max_tokens.is_some()),
+        ("tool_dialect", raw.tool_dialect.is_some()),
+        ("effort_levels", raw.effort_levels.is_some()),
+        ("default_effort", raw.default_effort.is_some()),
+        ("adaptive_thinking", raw.adaptive_thinking.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(field, set)| set.then_some(field))
+    .collect();
+    let fields = CatalogFields {
+        name: &raw.name,
+        kind: raw.kind.as_deref(),
+        description: &raw.description,
+        context: raw.context,
+        max_output: raw.max_output,
+        default_temperature: raw.default_temperature,
+        thinking: raw.thinking.as_deref(),
+        effort_levels: raw.effort_levels.as_deref(),
+        default_effort: raw.default_effort.as_deref(),
+        images: raw.images,
+        parallel_tool_calls: raw.parallel_tool_calls,
+        adaptive_thinking: raw.adaptive_thinking,
+    };
+    let c = catalog(file, "model", &fields, &chat_only)?;
+    non_empty(file, key("upstream"), &raw.upstream)?;
+    if raw.endpoints.is_empty() {
+        return Err(invalid(
+            file,
+            key("endpoints"),
+            "must name at least one endpoint",
+        ));
+    }
+    for (i, id) in raw.endpoints.iter().enumerate() {
+        if !endpoints.iter().any(|e| &e.id == id) {
+            return Err(invalid(
+                file,
+                key(&format!("endpoints[{i}]")),
+                format!("unknown endpoint `{id}`"),
+            ));
+        }
+    }
+    let default_max_tokens = raw
+        .default_max_tokens
+        .map(|v| positive(file, key("default_max_tokens"), v))
+        .transpose()?;
+    if let (Some(d), Some(limit)) = (default_max_tokens, c.max_output.or(Some(c.context))) {
+        if d > limit {
+            return Err(invalid(
+                file,
+                key("default_max_tokens"),
+                format!("{d} exceeds max_output/context ({limit})"),
+            ));
+        }
+    }
+    let tool_dialect = match raw.tool_dialect.as_deref() {
+        None | Some("openai") => ToolDialect::OpenAi,
+        Some("gemma3_tool_code") => ToolDialect::Gemma3ToolCode,
+        Some(other) => {
+            return Err(invalid(
+                file,
+                key("tool_dialect"),
+                format!("`{other}` is not \"openai\" or \"gemma3_tool_code\""),
+            ));
+        }
+    };
+    let backend = ModelBackend::Remote {
+        upstream: raw.upstream.clone(),
+        endpoints: raw.endpoints.clone(),
+    };
+    Ok(c.into_model(default_max_tokens, tool_dialect, backend))
+}
+
+fn local_model(
+    m: &Sourced<RawLocalModel>,
+    dominions: &[DominionConfig],
+) -> Result<ModelConfig, ConfigError> {
+    let (file, raw) = (&m.file, &m.item);
+    let key = |field: &str| format!("local_model[{}].{field}", raw.name);
+    let chat_only: Vec<&str> = [
+        ("thinking", raw.thinking.is_some()),
+        ("chat_template_file", raw.chat_template_file.is_some()),
+        ("effort_levels", raw.effort_levels.is_some()),
+        ("default_effort", raw.default_effort.is_some()),
+        ("adaptive_thinking", raw.adaptive_thinking.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(field, set)| set.then_some(field))
+    .collect();
+    let fields = CatalogFields {
+        name: &raw.name,
+        kind: raw.kind.as_deref(),
+        description: &raw.description,
+        context: raw.context,
+        max_output: raw.max_output,
+        default_temperature: raw.default_temperature,
+        thinking: raw.thinking.as_deref(),
+        effort_levels: raw.effort_levels.as_deref(),
+        default_effort: raw.default_effort.as_deref(),
+        images: raw.images,
+        parallel_tool_calls: raw.parallel_tool_calls,
+        adaptive_thinking: raw.adaptive_thinking,
+    };
+    let c = catalog(file, "local_model", &fields, &chat_only)?;
+    non_empty(file, key("source"), &raw.source)?;
+    if let Some(sha) = &raw.sha256 {
+        if sha.len() != 64 || !sha.chars().all(|ch| ch.is_ascii_hexdigit()) {
+            return Err(invalid(
+                file,
+                key("sha256"),
+                "must be 64 hexadecimal digits",
+            ));
+        }
+    }
+    let gpu_layers = raw
+        .gpu_layers
+        .map(|v| {
+            u32::try_from(v)
+                .map_err(|_| invalid(file, key("gpu_layers"), format!("{v} is not a layer count")))
+        })
+        .transpose()?;
+    for (field, value) in [
+        ("cache_type_k", &raw.cache_type_k),
+        ("cache_type_v", &raw.cache_type_v),
+    ] {
+        if let Some(v) = value {
+            const TYPES: [&str; 9] = [
+                "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1",
+            ];
+            if !TYPES.contains(&v.as_str()) {
+                return Err(invalid(
+                    file,
+                    key(field),
+                    format!("`{v}` is not one of {}", TYPES.join(", ")),
+                ));
+            }
+        }
+    }
+    let parallel = raw
+        .parallel
+        .map(|v| small_positive(file, key("parallel"), v))
+        .transpose()?
+        .unwrap_or(1);
+    if let Some(vram) = raw.vram_gb.filter(|v| !(v.is_finite() && *v > 0.0)) {
+        return Err(invalid(
+            file,
+            key("vram_gb"),
+            format!("{vram} is not a positive number"),
+        ));
+    }
+    bound_dominion(
+        file,
+        key("dominion"),
+        raw.dominion.as_ref(),
+        dominions,
+        DominionKind::Local,
+    )?;
+    let backend = ModelBackend::Local(LocalLaunch {
+        source: raw.source.clone(),
+        sha256: raw.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
+        chat_template_file: raw.chat_template_file.clone(),
+        gpu_layers,
+        flash_attention: raw.flash_attention,
+        cache_type_k: raw.cache_type_k.clone(),
+        cache_type_v: raw.cache_type_v.clone(),
+        parallel,
+        vram_gb: raw.vram_gb,
+        dominion: raw.dominion.clone(),
+    });
+    Ok(c.into_model(None, ToolDialect::OpenAi, backend))
+}
+
+/// The co-residency budget of every local dominion with `vram_gb`, over the loaded set.
+fn check_vram(
+    local_models: &[Sourced<RawLocalModel>],
+    dominions: &[DominionConfig],
+) -> Result<(), ConfigError> {
+    for d in dominions {
+        let Some(budget) = d.vram_gb else { continue };
+        let mut total = 0.0;
+        let mut last_file = None;
+        for m in local_models
+            .iter()
+            .filter(|m| m.item.dominion.as_deref() == Some(d.id.as_str()))
+        {
+            let Some(need) = m.item.vram_gb else {
+                return Err(invalid(
+                    &m.file,
+                    format!("local_model[{}].vram_gb", m.item.name),
+                    format!(
+                        "dominion `{}` has a vram_gb budget, so every bound model must declare vram_gb",
+                        d.id
+                    ),
+                ));
+            };
+            total += need;
+            last_file = Some(m);
+        }
+        if let Some(m) = last_file.filter(|_| total > budget) {
+            return Err(invalid(
+                &m.file,
+                format!("dominion[{}].vram_gb", d.id),
+                format!("bound local models need {total} GB, over the budget of {budget} GB"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, ConfigError> {
+    let (file, raw) = (&w.file, &w.item);
+    let key = |field: &str| format!("tools.web_search.{field}");
+    if raw.provider != "brave" {
+        return Err(invalid(
+            file,
+            key("provider"),
+            format!("`{}` is not supported (only \"brave\")", raw.provider),
+        ));
+    }
+    if raw.api_key.is_blank() {
+        return Err(invalid(file, key("api_key"), "must not be empty"));
+    }
+    let base_url = base_url(
+        file,
+        key("base_url"),
+        raw.base_url.as_deref().unwrap_or(BRAVE_BASE_URL),
+    )?;
+    let count = |field: &str, value: Option<i64>, default: u32| -> Result<u32, ConfigError> {
+        match value {
+            None => Ok(default),
+            Some(v) if (1..=20).contains(&v) => Ok(u32::try_from(v).unwrap_or(default)),
+            Some(v) => Err(invalid(
+                file,
+                key(field),
+                format!("{v} is not between 1 and 20"),
+            )),
+        }
+    };
+    let max_count = count("max_count", raw.max_count, 20)?;
+    let default_count = count("default_count", raw.default_count, 10.min(max_count))?;
+    if default_count > max_count {
+        return Err(invalid(
+            file,
+            key("default_count"),
+            format!("{default_count} exceeds max_count ({max_count})"),
+        ));
+    }
+    let max_per_host = match raw.max_per_host {
+        None => 2,
+        Some(v) => small_positive(file, key("max_per_host"), v)?,
+    };
+    let default_freshness = raw.default_freshness.clone().filter(|f| !f.is_empty());
+    if let Some(f) = &default_freshness {
+        if !["pd", "pw", "pm", "py"].contains(&f.as_str()) {
+            return Err(invalid(
+                file,
+                key("default_freshness"),
+                format!("`{f}` is not pd, pw, pm or py"),
+            ));
+        }
+    }
+    let default_safesearch = raw.default_safesearch.clone().filter(|f| !f.is_empty());
+    if let Some(s) = &default_safesearch {
+        if !["off", "moderate", "strict"].contains(&s.as_str()) {
+            return Err(invalid(
+                file,
+                key("default_safesearch"),
+                format!("`{s}` is not off, moderate or strict"),
+            ));
+        }
+    }
+    Ok(WebSearchConfig {
+        api_key: raw.api_key.clone(),
+        base_url,
+        default_count,
+        max_count,
+        max_per_host,
+        default_freshness,
+        default_safesearch,
+        strip_tracking: raw.strip_tracking.unwrap_or(true),
+    })
+}

@@ -1,0 +1,7 @@
+//! Talking to upstreams: sending requests, mapping failures, relaying SSE streams.
+
+pub mod sse;
+mod upstream;
+
+pub(crate) use upstream::transport_error;
+pub use upstream::{UpstreamCall, read_json_object, send};

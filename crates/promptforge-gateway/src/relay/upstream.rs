@@ -1,0 +1,141 @@
+//! Sending one request upstream and mapping every failure to an [`ApiError`].
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ErrorType};
+use crate::state::Upstream;
+
+/// One outgoing request.
+#[derive(Debug)]
+pub struct UpstreamCall<'a> {
+    /// The endpoint.
+    pub upstream: &'a Upstream,
+    /// Path below the base URL, e.g. `/chat/completions`.
+    pub path: &'a str,
+    /// The JSON body.
+    pub body: &'a Map<String, Value>,
+    /// Use the connect-timeout-only client.
+    pub streaming: bool,
+    /// Map "this upstream has no such route" (404, 405, 501) to 400 `model_unavailable`.
+    pub capability_route: bool,
+}
+
+/// Sends `call` and returns the response when its status is a success.
+pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
+    let client = if call.streaming {
+        &call.upstream.streaming
+    } else {
+        &call.upstream.buffered
+    };
+    let mut request = client.post(call.upstream.url(call.path)).json(call.body);
+    if let Some(key) = &call.upstream.api_key {
+        request = request.bearer_auth(key.expose());
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|err| transport_error(&call.upstream.id, &err))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = response.bytes().await.unwrap_or_default();
+    Err(status_error(
+        &call.upstream.id,
+        status,
+        &body,
+        call.capability_route,
+    ))
+}
+
+/// Reads a whole response body as a JSON object.
+pub async fn read_json_object(
+    upstream: &Upstream,
+    response: reqwest::Response,
+) -> Result<Map<String, Value>, ApiError> {
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|err| transport_error(&upstream.id, &err))?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::upstream_protocol(format!(
+            "endpoint {} answered JSON that is not an object",
+            upstream.id
+        ))),
+        Err(err) => Err(ApiError::upstream_protocol(format!(
+            "endpoint {} answered a body that is not JSON: {err}",
+            upstream.id
+        ))),
+    }
+}
+
+/// A failure to get a response or to read its body (the connection failed or was cut;
+/// decoding is the gateway's own job and maps to `upstream_protocol` elsewhere).
+pub(crate) fn transport_error(endpoint: &str, err: &reqwest::Error) -> ApiError {
+    if err.is_timeout() {
+        return ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            ErrorType::Upstream,
+            "upstream_timeout",
+            format!("endpoint {endpoint} did not answer in time"),
+        );
+    }
+    // reqwest's Display never includes headers, so no credential can appear here.
+    let mut message = format!("endpoint {endpoint} unreachable: {err}");
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        message.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    ApiError::upstream_transport(message)
+}
+
+/// The upstream's own error message, when its body is an OpenAI-style envelope.
+fn upstream_message(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    error
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| error.as_str())
+        .map(|m| m.chars().take(500).collect())
+}
+
+/// Maps a non-success upstream status.
+fn status_error(
+    endpoint: &str,
+    status: StatusCode,
+    body: &[u8],
+    capability_route: bool,
+) -> ApiError {
+    let detail = upstream_message(body)
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default();
+    let message = format!("endpoint {endpoint} answered {status}{detail}");
+    match status.as_u16() {
+        404 | 405 | 501 if capability_route => ApiError::bad_request(
+            "model_unavailable",
+            format!("endpoint {endpoint} cannot serve this kind of request ({status})"),
+        ),
+        400 | 413 | 422 => ApiError::new(
+            status,
+            ErrorType::InvalidRequest,
+            "upstream_rejected",
+            message,
+        ),
+        429 => ApiError::new(
+            status,
+            ErrorType::RateLimit,
+            "upstream_rate_limited",
+            message,
+        ),
+        _ => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            ErrorType::Upstream,
+            "upstream_status",
+            message,
+        ),
+    }
+}

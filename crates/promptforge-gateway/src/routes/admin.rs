@@ -1,0 +1,69 @@
+//! `GET /admin/status` and `POST /admin/switch-profile`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{RawBody, parse_body};
+use crate::error::{ApiError, ErrorType};
+use crate::state::{AppState, Runtime, SwitchError};
+
+fn describe(runtime: &Runtime) -> Value {
+    let models: Vec<Value> = runtime
+        .config
+        .models
+        .iter()
+        .map(|m| json!({"name": m.name, "kind": m.kind.as_str()}))
+        .collect();
+    let chain: Vec<String> = runtime
+        .config
+        .include_chain
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    json!({
+        "profile": runtime.profile,
+        "model_allowlist": runtime.config.model_allowlist,
+        "models": models,
+        "include_chain": chain,
+        "web_search": runtime.config.web_search.is_some(),
+        "dominions": runtime.dominion_status(),
+    })
+}
+
+/// The active profile and its loaded set.
+pub(super) async fn status(State(state): State<AppState>) -> Json<Value> {
+    Json(describe(&state.runtime()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchRequest {
+    name: String,
+}
+
+/// Builds and validates the named profile, then swaps it in atomically.
+pub(super) async fn switch_profile(
+    State(state): State<AppState>,
+    body: RawBody,
+) -> Result<Json<Value>, ApiError> {
+    let request: SwitchRequest = parse_body(body)?;
+    match state.switch_profile(&request.name).await {
+        Ok(runtime) => Ok(Json(describe(&runtime))),
+        Err(SwitchError::InvalidName(err)) => Err(ApiError::bad_request(
+            "invalid_profile_name",
+            err.to_string(),
+        )),
+        Err(SwitchError::Unknown(err)) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorType::InvalidRequest,
+            "profile_not_found",
+            err.to_string(),
+        )),
+        Err(SwitchError::Invalid(err)) => {
+            Err(ApiError::bad_request("profile_invalid", err.to_string()))
+        }
+    }
+}

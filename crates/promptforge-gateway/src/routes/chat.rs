@@ -1,0 +1,165 @@
+//! `POST /v1/chat/completions`, buffered and streaming.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{RawBody, admit, lookup, parse_body};
+use crate::config::{ModelKind, ToolDialect};
+use crate::dialect::gemma;
+use crate::error::ApiError;
+use crate::relay::{self, UpstreamCall, sse};
+use crate::state::{AppState, Route};
+
+/// Roles a message may carry.
+const ROLES: [&str; 6] = [
+    "system",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+    "developer",
+];
+
+/// The fields the gateway reads; everything else rides in `rest`, verbatim.
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    #[serde(default)]
+    model: Value,
+    #[serde(default)]
+    messages: Value,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// Checks the request shape the guide names; returns the model name.
+fn validate(request: &ChatRequest) -> Result<&str, ApiError> {
+    let model = request
+        .model
+        .as_str()
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request("invalid_request", "model must be a non-empty string")
+        })?;
+    let messages = request
+        .messages
+        .as_array()
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request("invalid_request", "messages must be a non-empty array")
+        })?;
+    for (i, message) in messages.iter().enumerate() {
+        let Some(obj) = message.as_object() else {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("messages[{i}] must be an object"),
+            ));
+        };
+        match obj.get("role").and_then(Value::as_str) {
+            Some(role) if ROLES.contains(&role) => {}
+            Some(role) => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!(
+                        "messages[{i}].role `{role}` is not one of {}",
+                        ROLES.join(", ")
+                    ),
+                ));
+            }
+            None => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!("messages[{i}].role is missing"),
+                ));
+            }
+        }
+        let present = |key: &str| obj.get(key).is_some_and(|v| !v.is_null());
+        if !(present("content") || present("tool_calls") || present("function_call")) {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("messages[{i}] needs content or a tool/function call"),
+            ));
+        }
+    }
+    Ok(model)
+}
+
+/// The handler.
+pub(super) async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: RawBody,
+) -> Result<Response, ApiError> {
+    let request: ChatRequest = parse_body(body)?;
+    let caller_model = validate(&request)?.to_owned();
+    let runtime = state.runtime();
+    let model = lookup(&runtime, &caller_model, ModelKind::Chat)?;
+    let Route::Remote {
+        upstream,
+        model: upstream_model,
+        admission,
+    } = runtime.route(model)?;
+
+    let streaming = request.stream == Some(true);
+    let mut out = request.rest;
+    out.insert("model".into(), Value::String(upstream_model.to_owned()));
+    out.insert("messages".into(), request.messages);
+    if let Some(stream) = request.stream {
+        out.insert("stream".into(), Value::Bool(stream));
+    }
+    if let Some(default) = model.default_max_tokens {
+        if !out.contains_key("max_tokens") && !out.contains_key("max_completion_tokens") {
+            out.insert("max_tokens".into(), json!(default));
+        }
+    }
+    let emulate = model.tool_dialect == ToolDialect::Gemma3ToolCode && !streaming;
+    let emulated_tools = if emulate {
+        gemma::outbound(&mut out)?
+    } else {
+        false
+    };
+
+    let call = UpstreamCall {
+        upstream,
+        path: "/chat/completions",
+        body: &out,
+        streaming,
+        capability_route: false,
+    };
+    // The slot is held until the response is complete: for a stream, until it ends or the
+    // client goes away (the permit lives inside the relay).
+    let permit = admit(admission, &headers).await?;
+    let response = relay::send(call).await?;
+
+    if streaming {
+        let stream = sse::relay_stream(response, &upstream.id, &caller_model, permit);
+        let mut reply = Body::from_stream(stream).into_response();
+        let headers = reply.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return Ok(reply);
+    }
+
+    let mut reply = relay::read_json_object(upstream, response).await?;
+    if !reply.get("choices").is_some_and(Value::is_array) {
+        return Err(ApiError::upstream_protocol(format!(
+            "endpoint {} answered a chat completion without a choices array",
+            upstream.id
+        )));
+    }
+    reply.insert("model".into(), Value::String(caller_model.clone()));
+    drop(permit);
+    if emulated_tools {
+        gemma::inbound(&mut reply, &caller_model);
+    }
+    Ok(Json(Value::Object(reply)).into_response())
+}

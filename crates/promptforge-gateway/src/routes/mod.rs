@@ -1,0 +1,161 @@
+//! The HTTP surface: router, bearer auth and the handlers.
+
+mod admin;
+mod catalog;
+mod chat;
+mod embed_rerank;
+mod web_search;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::admission::{self, Admission, Permit};
+use crate::config::{ModelConfig, ModelKind};
+use crate::error::{ApiError, ErrorType};
+use crate::state::{AppState, Runtime};
+
+/// Largest request body accepted (images travel inline as base64).
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// Builds the router. Auth is layered over everything; only `GET /health` is exempt, by
+/// being registered outside the auth layer.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/models", get(catalog::list_models))
+        .route("/v1/embeddings", post(embed_rerank::embeddings))
+        .route("/v1/rerank", post(embed_rerank::rerank))
+        .route("/v1/tools/web_search", post(web_search::web_search))
+        .route("/admin/status", get(admin::status))
+        .route("/admin/switch-profile", post(admin::switch_profile))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_bearer,
+        ))
+        .route("/health", get(health))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn health() -> impl IntoResponse {
+    axum::Json(json!({"status": "serving"}))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorType::InvalidRequest,
+        "not_found",
+        "no such route",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorType::InvalidRequest,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+/// Checks `Authorization: Bearer <key>` in constant time; 401 with no detail otherwise.
+async fn require_bearer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then_some(token.trim())
+        });
+    match presented {
+        Some(token) if state.api_key().matches(token.as_bytes()) => next.run(request).await,
+        _ => ApiError::unauthorized().into_response(),
+    }
+}
+
+/// A request body as an extractor result; axum's own rejections (a body over the limit,
+/// a broken transfer) become enveloped errors too.
+type RawBody = Result<Bytes, BytesRejection>;
+
+/// Parses a JSON request body, answering every failure with an envelope.
+fn parse_body<T: DeserializeOwned>(body: RawBody) -> Result<T, ApiError> {
+    let body = body.map_err(|rejection| {
+        let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "invalid_request"
+        };
+        ApiError::new(
+            rejection.status(),
+            ErrorType::InvalidRequest,
+            code,
+            rejection.body_text(),
+        )
+    })?;
+    serde_json::from_slice(&body).map_err(|err| {
+        ApiError::bad_request("invalid_request", format!("invalid JSON body: {err}"))
+    })
+}
+
+/// Exact model lookup plus the kind check of the route.
+fn lookup<'a>(
+    runtime: &'a Runtime,
+    name: &str,
+    want: ModelKind,
+) -> Result<&'a ModelConfig, ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "model must be a non-empty string",
+        ));
+    }
+    let model = runtime
+        .config
+        .model(name)
+        .ok_or_else(|| ApiError::model_not_found(name))?;
+    if model.kind != want {
+        let route = match want {
+            ModelKind::Chat => "/v1/chat/completions",
+            ModelKind::Embedding => "/v1/embeddings",
+            ModelKind::Classifier => "/v1/rerank",
+        };
+        return Err(ApiError::bad_request(
+            "kind_mismatch",
+            format!(
+                "model {name} is a {} model; {route} serves {} models",
+                model.kind.as_str(),
+                want.as_str()
+            ),
+        ));
+    }
+    Ok(model)
+}
+
+/// The header naming the caller for fair scheduling.
+const CLIENT_HEADER: &str = "x-promptforge-client";
+
+/// Takes a dominion slot when the endpoint is bound to a limited dominion.
+async fn admit(
+    admission: Option<&Admission>,
+    headers: &HeaderMap,
+) -> Result<Option<Permit>, ApiError> {
+    let Some(admission) = admission else {
+        return Ok(None);
+    };
+    let label = admission::client_label(headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()));
+    admission.acquire(&label).await.map(Some)
+}

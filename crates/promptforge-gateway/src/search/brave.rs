@@ -1,0 +1,109 @@
+//! The Brave Search API call.
+
+use serde::Deserialize;
+
+use super::pipeline::RawHit;
+use super::request::Search;
+use crate::config::WebSearchConfig;
+use crate::error::ApiError;
+
+#[derive(Debug, Deserialize)]
+struct BraveResponse {
+    #[serde(default)]
+    web: Option<BraveWeb>,
+}
+
+#[derive(Debug, Deserialize)]
+struct BraveWeb {
+    #[serde(default)]
+    results: Vec<BraveResult>,
+}
+
+#[derive(Debug, Deserialize)]
+struct BraveResult {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    age: Option<String>,
+    #[serde(default)]
+    extra_snippets: Option<Vec<String>>,
+}
+
+/// Queries Brave for up to `max_count` results (over-fetching so the filters still leave
+/// `count`), returning them trimmed to the fields the pipeline keeps.
+pub async fn search(
+    client: &reqwest::Client,
+    config: &WebSearchConfig,
+    search: &Search,
+) -> Result<Vec<RawHit>, ApiError> {
+    let mut params: Vec<(&str, String)> = vec![
+        ("q", search.query.clone()),
+        ("count", config.max_count.to_string()),
+    ];
+    if let Some(f) = &search.freshness {
+        params.push(("freshness", f.clone()));
+    }
+    if let Some(s) = &search.safe_search {
+        params.push(("safesearch", s.clone()));
+    }
+    if let Some(c) = &search.country {
+        params.push(("country", c.clone()));
+    }
+    if let Some(l) = &search.language {
+        params.push(("search_lang", l.clone()));
+    }
+    let url = reqwest::Url::parse_with_params(&format!("{}/web/search", config.base_url), &params)
+        .map_err(|err| ApiError::upstream_transport(format!("bad search provider URL: {err}")))?;
+    let response = client
+        .get(url)
+        .header("Accept", "application/json")
+        .header("X-Subscription-Token", config.api_key.expose())
+        .send()
+        .await
+        .map_err(|err| crate::relay::transport_error("web_search", &err))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(match status.as_u16() {
+            429 => ApiError::new(
+                status,
+                crate::error::ErrorType::RateLimit,
+                "upstream_rate_limited",
+                "the search provider is rate limiting; retry later",
+            ),
+            _ => ApiError::new(
+                axum::http::StatusCode::BAD_GATEWAY,
+                crate::error::ErrorType::Upstream,
+                "upstream_status",
+                format!("the search provider answered {status}"),
+            ),
+        });
+    }
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|err| crate::relay::transport_error("web_search", &err))?;
+    let parsed: BraveResponse = serde_json::from_slice(&bytes).map_err(|err| {
+        ApiError::upstream_protocol(format!(
+            "the search provider answered an undecodable body: {err}"
+        ))
+    })?;
+    Ok(parsed
+        .web
+        .map(|web| web.results)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| {
+            Some(RawHit {
+                url: r.url?,
+                title: r.title.unwrap_or_default(),
+                description: r.description.unwrap_or_default(),
+                age: r.age,
+                extra_snippets: r.extra_snippets.unwrap_or_default(),
+            })
+        })
+        .collect())
+}

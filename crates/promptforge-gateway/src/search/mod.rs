@@ -1,0 +1,7 @@
+//! The built-in web search tool: a Brave Search proxy with a fixed post-processing
+//! pipeline. The Brave key is a [`crate::Secret`] sent only as the
+//! `X-Subscription-Token` header; it never reaches a response or a log line.
+
+pub mod brave;
+pub mod pipeline;
+pub mod request;

@@ -1,0 +1,356 @@
+//! Live state: the active profile's routing table, swapped atomically on a profile switch.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::admission::Admission;
+use crate::config::{
+    self, Config, ConfigError, ConfigErrorKind, EndpointConfig, EnvLayers, ModelBackend,
+    ModelConfig, ServerConfig,
+};
+use crate::error::ApiError;
+use crate::secret::Secret;
+
+/// One upstream endpoint with its two HTTP clients.
+#[derive(Debug)]
+pub struct Upstream {
+    /// The endpoint's id.
+    pub id: String,
+    /// Base URL without a trailing slash.
+    pub base_url: String,
+    /// Credential sent as `Authorization: Bearer`.
+    pub api_key: Option<Secret>,
+    /// Connect deadline and whole-request deadline: non-streaming requests.
+    pub buffered: reqwest::Client,
+    /// Connect deadline only: streaming requests, which may outlive any fixed deadline.
+    pub streaming: reqwest::Client,
+}
+
+impl Upstream {
+    fn new(endpoint: &EndpointConfig) -> Result<Self, reqwest::Error> {
+        let base = || {
+            reqwest::Client::builder()
+                .connect_timeout(endpoint.connect_timeout)
+                .tcp_nodelay(true)
+                .pool_idle_timeout(std::time::Duration::from_secs(90))
+        };
+        Ok(Self {
+            id: endpoint.id.clone(),
+            base_url: endpoint.base_url.clone(),
+            api_key: endpoint.api_key.clone(),
+            buffered: base().timeout(endpoint.timeout).build()?,
+            streaming: base().build()?,
+        })
+    }
+
+    /// `base_url` joined with `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+}
+
+/// Where a model's request goes.
+#[derive(Debug)]
+pub enum Route<'a> {
+    /// A remote endpoint and the upstream model string.
+    Remote {
+        /// The endpoint.
+        upstream: &'a Upstream,
+        /// The backend's name for the model.
+        model: &'a str,
+        /// The dominion admission the endpoint is bound to (`None`: unlimited).
+        admission: Option<&'a Admission>,
+    },
+}
+
+/// The active profile: configuration plus ready clients.
+#[derive(Debug)]
+pub struct Runtime {
+    /// The profile's name.
+    pub profile: String,
+    /// The validated configuration.
+    pub config: Config,
+    upstreams: HashMap<String, Upstream>,
+    /// Admission per limited dominion id.
+    admissions: HashMap<String, Admission>,
+    /// The client for the search provider, when `[tools.web_search]` is present.
+    search_client: Option<reqwest::Client>,
+}
+
+impl Runtime {
+    /// Builds clients for every endpoint of `config`. Dominions that `previous` already
+    /// has keep their admission state (in-flight and waiting requests), with the new limits.
+    pub fn build(
+        profile: &str,
+        config: Config,
+        source: &Path,
+        previous: Option<&Runtime>,
+    ) -> Result<Self, ConfigError> {
+        let client_error = |key: String, err: reqwest::Error| {
+            ConfigError::new(
+                ConfigErrorKind::Validation,
+                source,
+                Some(key),
+                format!("cannot build an HTTP client: {err}"),
+            )
+        };
+        let search_client = match &config.web_search {
+            None => None,
+            Some(_) => Some(
+                reqwest::Client::builder()
+                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .timeout(std::time::Duration::from_secs(30))
+                    .build()
+                    .map_err(|err| client_error("tools.web_search".into(), err))?,
+            ),
+        };
+        let mut upstreams = HashMap::new();
+        for endpoint in &config.endpoints {
+            let upstream = Upstream::new(endpoint)
+                .map_err(|err| client_error(format!("endpoint[{}]", endpoint.id), err))?;
+            upstreams.insert(endpoint.id.clone(), upstream);
+        }
+        // Infallible from here on: reusing a live admission happens only once the new
+        // runtime is certain to be built.
+        let mut admissions = HashMap::new();
+        for dominion in &config.dominions {
+            let reused = previous
+                .and_then(|p| p.admissions.get(&dominion.id))
+                .filter(|a| a.reconfigure(dominion))
+                .cloned();
+            if let Some(admission) = reused.or_else(|| Admission::new(dominion)) {
+                admissions.insert(dominion.id.clone(), admission);
+            }
+        }
+        Ok(Self {
+            profile: profile.to_owned(),
+            config,
+            upstreams,
+            admissions,
+            search_client,
+        })
+    }
+
+    /// The search provider client, when web search is configured.
+    pub fn search_client(&self) -> Option<&reqwest::Client> {
+        self.search_client.as_ref()
+    }
+
+    /// Queue state of every dominion, for `/admin/status`.
+    pub fn dominion_status(&self) -> Vec<serde_json::Value> {
+        use crate::config::{DominionKind, QueuePolicy};
+        self.config
+            .dominions
+            .iter()
+            .map(|d| {
+                let mut entry = serde_json::json!({
+                    "id": d.id,
+                    "kind": match d.kind { DominionKind::Remote => "remote", DominionKind::Local => "local" },
+                    "policy": match d.policy { QueuePolicy::Queue => "queue", QueuePolicy::Reject => "reject" },
+                    "fair_scheduling": d.fair_scheduling,
+                    "max_concurrency": d.max_concurrency,
+                    "max_queue": d.max_queue,
+                    "in_flight": null,
+                    "waiting": 0,
+                    "waiting_by_client": {},
+                });
+                let live = self.admissions.get(&d.id).map(Admission::snapshot);
+                if let (Some(serde_json::Value::Object(live)), Some(map)) = (live, entry.as_object_mut()) {
+                    for key in ["in_flight", "waiting", "waiting_by_client"] {
+                        if let Some(v) = live.get(key) {
+                            map.insert(key.into(), v.clone());
+                        }
+                    }
+                }
+                entry
+            })
+            .collect()
+    }
+
+    /// Resolves a model to the endpoint that serves it.
+    pub fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, ApiError> {
+        match &model.backend {
+            ModelBackend::Remote {
+                upstream,
+                endpoints,
+            } => {
+                let upstream_client = endpoints
+                    .first()
+                    .and_then(|id| self.upstreams.get(id))
+                    .ok_or_else(|| ApiError::upstream_transport("model has no usable endpoint"))?;
+                let admission = endpoints
+                    .first()
+                    .and_then(|id| self.config.endpoint(id))
+                    .and_then(|e| e.dominion.as_ref())
+                    .and_then(|d| self.admissions.get(d));
+                Ok(Route::Remote {
+                    upstream: upstream_client,
+                    model: upstream,
+                    admission,
+                })
+            }
+            ModelBackend::Local(_) => Err(ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                crate::error::ErrorType::Server,
+                "local_runtime_unavailable",
+                format!(
+                    "model {} is a local model; this gateway build does not run llama-server children",
+                    model.name
+                ),
+            )),
+        }
+    }
+}
+
+/// Shared application state: the live runtime and what a profile switch needs.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    live: RwLock<Arc<Runtime>>,
+    /// Serialises profile switches; holds the env layers loaded so far.
+    switch: tokio::sync::Mutex<EnvLayers>,
+    boot: PathBuf,
+    server: ServerConfig,
+}
+
+/// Why a profile switch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    /// The name is not a single path component.
+    #[error("{0}")]
+    InvalidName(ConfigError),
+    /// No such profile.
+    #[error("{0}")]
+    Unknown(ConfigError),
+    /// The profile does not load or validate.
+    #[error("{0}")]
+    Invalid(ConfigError),
+}
+
+/// Everything boot produces: state to serve and the bind address.
+#[derive(Debug)]
+pub struct Booted {
+    /// Application state.
+    pub state: AppState,
+    /// `[server] bind`.
+    pub bind: String,
+}
+
+/// Boot sequence up to (not including) binding: env files, boot `[server]`, the profile's
+/// include chain, validation and routing table.
+pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
+    let source = config::profile_source(boot_file, profile)?;
+    let mut env = EnvLayers::new();
+    env.load_file(&source.env_file)?;
+    let stem = boot_file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    env.load_file(&boot_file.with_file_name(format!("{stem}.env")))?;
+    let server = config::load_boot_server(boot_file, &env)?;
+    let config = config::load_profile(&source, boot_file, &server, &env)?;
+    log_chain(&config, boot_file);
+    let runtime = Runtime::build(profile, config, &source.path, None)?;
+    let bind = server.bind.clone();
+    let state = AppState {
+        inner: Arc::new(Shared {
+            live: RwLock::new(Arc::new(runtime)),
+            switch: tokio::sync::Mutex::new(env),
+            boot: boot_file.to_path_buf(),
+            server,
+        }),
+    };
+    Ok(Booted { state, bind })
+}
+
+fn log_chain(config: &Config, boot_file: &Path) {
+    let chain: Vec<String> = config
+        .include_chain
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    tracing::info!(chain = %chain.join(" -> "), "resolved include chain");
+    let boot = std::fs::canonicalize(boot_file).unwrap_or_else(|_| boot_file.to_path_buf());
+    if !config.include_chain.contains(&boot) {
+        tracing::warn!(
+            boot = %boot_file.display(),
+            "the boot file is not in the profile's include chain: edits to it have no effect on the loaded set"
+        );
+    }
+    let local = config
+        .models
+        .iter()
+        .filter(|m| matches!(m.backend, ModelBackend::Local(_)))
+        .count();
+    if local > 0 {
+        tracing::warn!(
+            local,
+            "local models are loaded but this build does not start llama-server; requests to them fail with 503"
+        );
+    }
+}
+
+impl AppState {
+    /// The live runtime (cheap: one `Arc` clone under a read lock).
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.inner
+            .live
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The gateway's bearer key.
+    pub fn api_key(&self) -> &Secret {
+        &self.inner.server.api_key
+    }
+
+    /// Switches to profile `name`: loads its env file, builds and validates the new
+    /// configuration, then swaps it in. On any failure the live state is untouched.
+    pub async fn switch_profile(&self, name: &str) -> Result<Arc<Runtime>, SwitchError> {
+        let mut env_guard = self.inner.switch.lock().await;
+        let boot = &self.inner.boot;
+        let source = config::profile_source(boot, name).map_err(|err| match err.kind() {
+            ConfigErrorKind::Profile if err.key().is_some() => SwitchError::InvalidName(err),
+            _ => SwitchError::Unknown(err),
+        })?;
+        let mut env = env_guard.clone();
+        env.load_file(&source.env_file)
+            .map_err(SwitchError::Invalid)?;
+        let boot_file = boot.clone();
+        let server = self.inner.server.clone();
+        let profile = name.to_owned();
+        let previous = self.runtime();
+        // File I/O and client construction stay off the async workers.
+        let built = tokio::task::spawn_blocking(move || {
+            let config = config::load_profile(&source, &boot_file, &server, &env)?;
+            log_chain(&config, &boot_file);
+            Runtime::build(&profile, config, &source.path, Some(&previous)).map(|rt| (rt, env))
+        })
+        .await
+        .map_err(|err| {
+            SwitchError::Invalid(ConfigError::new(
+                ConfigErrorKind::Io,
+                boot,
+                None,
+                format!("profile load task failed: {err}"),
+            ))
+        })?
+        .map_err(SwitchError::Invalid)?;
+        let (runtime, env) = built;
+        let runtime = Arc::new(runtime);
+        *self
+            .inner
+            .live
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = runtime.clone();
+        *env_guard = env;
+        tracing::info!(profile = name, "switched profile");
+        Ok(runtime)
+    }
+}
