@@ -415,15 +415,20 @@ fn sweep(pools: &[Pool], irrelevant: &[Irrelevant]) {
     println!("\n## Recall by lexical weight (all questions)\n");
     println!("| lexical weight | pool | recall@1 | recall@5 |");
     println!("| --- | --- | --- | --- |");
-    for (wi, &w) in WEIGHTS.iter().enumerate() {
-        for (pi, pool) in pools.iter().enumerate() {
+    for w in WEIGHTS.into_iter().chain([0.8, 1.0]) {
+        for pool in pools {
             let p = Params {
                 w,
                 floor: 0.0,
                 solo: 0.0,
                 margin: 0.0,
             };
-            let t = tally_pool(pool, &pool_rankings[wi][pi], &p, |_| true);
+            let rankings: Vec<Ranking> = pool
+                .questions
+                .iter()
+                .map(|q| hybrid(&q.dense, &q.lexical, w))
+                .collect();
+            let t = tally_pool(pool, &rankings, &p, |_| true);
             println!(
                 "| {w:.1} | {} | {:.3} | {:.3} |",
                 pool.name,
