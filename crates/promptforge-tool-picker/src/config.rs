@@ -26,17 +26,17 @@ pub struct Config {
 }
 
 /// The default [`Config::similarity_floor`].
-pub const DEFAULT_SIMILARITY_FLOOR: f32 = 0.45;
+pub const DEFAULT_SIMILARITY_FLOOR: f32 = 0.40;
 /// The default [`Config::solo_floor`].
-pub const DEFAULT_SOLO_FLOOR: f32 = 0.35;
+pub const DEFAULT_SOLO_FLOOR: f32 = 0.375;
 /// The default [`Config::duplicate_threshold`].
 pub const DEFAULT_DUPLICATE_THRESHOLD: f32 = 0.95;
 /// The default [`Config::margin`].
-pub const DEFAULT_MARGIN: f32 = 0.05;
+pub const DEFAULT_MARGIN: f32 = 0.03;
 /// The default [`Config::top_k`].
 pub const DEFAULT_TOP_K: usize = 5;
 /// The default [`Config::lexical_weight`].
-pub const DEFAULT_LEXICAL_WEIGHT: f32 = 0.3;
+pub const DEFAULT_LEXICAL_WEIGHT: f32 = 0.4;
 
 impl Default for Config {
     fn default() -> Self {

@@ -12,7 +12,7 @@
 //! relevance to a need is a hybrid score: the cosine similarity of their embeddings mixed
 //! with an IDF-weighted lexical coverage of the need's terms (see [`Config::lexical_weight`]).
 //!
-//! ```no_run
+//! ```
 //! use promptforge_tool_picker::{Catalog, Config, Outcome, ToolDescriptor, ToolId, ToolPicker};
 //! use serde_json::json;
 //!

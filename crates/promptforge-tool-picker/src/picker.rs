@@ -11,7 +11,7 @@ use crate::{BuildError, Catalog, Config, Model, ToolDescriptor, ToolId};
 /// An immutable index of one catalog under one model and configuration.
 ///
 /// Every answer borrows the picker's descriptors; nothing is deep-cloned.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolPicker {
     model: Model,
     config: Config,
@@ -19,6 +19,17 @@ pub struct ToolPicker {
     /// Row `i` (`EMBEDDING_DIM` values) is tool `i`'s unit embedding.
     embeddings: Vec<f32>,
     lexical: LexicalIndex,
+}
+
+impl std::fmt::Debug for ToolPicker {
+    /// Shows the catalog size and configuration, not the embeddings.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolPicker")
+            .field("tools", &self.catalog.len())
+            .field("config", &self.config)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What `resolve` decided for a need.
@@ -467,6 +478,20 @@ impl<'a> IntoIterator for &'a ToolPicker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_does_not_dump_embeddings() {
+        let picker = ToolPicker {
+            model: Model::load().unwrap(),
+            config: Config::default(),
+            catalog: Catalog::default(),
+            embeddings: vec![0.5; EMBEDDING_DIM],
+            lexical: LexicalIndex::default(),
+        };
+        let text = format!("{picker:?}");
+        assert!(text.starts_with("ToolPicker { tools: 0"), "{text}");
+        assert!(!text.contains("0.5,"), "{text}");
+    }
 
     #[test]
     fn dot_is_exact_on_simple_vectors() {
