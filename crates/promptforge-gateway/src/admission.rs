@@ -112,14 +112,14 @@ impl Drop for WaitGuard {
             let mut inner = self.admission.lock();
             let q = &mut inner.queues;
             let mut removed = false;
-            if let Some(waiters) = q.by_label.get_mut(&self.label) {
-                if let Some(pos) = waiters.iter().position(|w| w.id == self.id) {
-                    waiters.remove(pos);
-                    removed = true;
-                    if waiters.is_empty() {
-                        q.by_label.remove(&self.label);
-                        q.ring.retain(|l| l != &self.label);
-                    }
+            if let Some(waiters) = q.by_label.get_mut(&self.label)
+                && let Some(pos) = waiters.iter().position(|w| w.id == self.id)
+            {
+                waiters.remove(pos);
+                removed = true;
+                if waiters.is_empty() {
+                    q.by_label.remove(&self.label);
+                    q.ring.retain(|l| l != &self.label);
                 }
             }
             if removed {
@@ -128,12 +128,11 @@ impl Drop for WaitGuard {
             removed
         };
         // Not in the queue any more: a slot was handed over; if it arrived, pass it on.
-        if !removed {
-            if let Some(mut rx) = self.rx.take() {
-                if rx.try_recv().is_ok() {
-                    self.admission.release();
-                }
-            }
+        if !removed
+            && let Some(mut rx) = self.rx.take()
+            && rx.try_recv().is_ok()
+        {
+            self.admission.release();
         }
     }
 }

@@ -385,7 +385,7 @@ type Ranking = Vec<(usize, f32)>;
 const WEIGHTS: [f32; 7] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
 
 fn sweep(pools: &[Pool], irrelevant: &[Irrelevant]) {
-    let even = |i: usize| i % 2 == 0;
+    let even = |i: usize| i.is_multiple_of(2);
     let odd = |i: usize| i % 2 == 1;
     // Rankings per weight, computed once.
     let pool_rankings: Vec<Vec<Vec<Ranking>>> = WEIGHTS

@@ -396,17 +396,17 @@ fn catalog(
     non_empty(file, format!("{table}.name"), f.name)?;
     non_empty(file, key("description"), f.description)?;
     let kind = model_kind(file, key("kind"), f.kind)?;
-    if kind != ModelKind::Chat {
-        if let Some(field) = chat_only.first() {
-            return Err(invalid(
-                file,
-                key(field),
-                format!(
-                    "`{field}` is chat-only and not allowed for kind = \"{}\"",
-                    kind.as_str()
-                ),
-            ));
-        }
+    if kind != ModelKind::Chat
+        && let Some(field) = chat_only.first()
+    {
+        return Err(invalid(
+            file,
+            key(field),
+            format!(
+                "`{field}` is chat-only and not allowed for kind = \"{}\"",
+                kind.as_str()
+            ),
+        ));
     }
     let context = positive(file, key("context"), f.context)?;
     let max_output = f
@@ -458,14 +458,14 @@ fn catalog(
             ));
         }
     }
-    if let Some(effort) = f.default_effort {
-        if !effort_levels.iter().any(|l| l == effort) {
-            return Err(invalid(
-                file,
-                key("default_effort"),
-                format!("`{effort}` is not one of effort_levels"),
-            ));
-        }
+    if let Some(effort) = f.default_effort
+        && !effort_levels.iter().any(|l| l == effort)
+    {
+        return Err(invalid(
+            file,
+            key("default_effort"),
+            format!("`{effort}` is not one of effort_levels"),
+        ));
     }
     Ok(Catalog {
         name: f.name.to_owned(),
@@ -536,14 +536,14 @@ fn remote_model(
         .default_max_tokens
         .map(|v| positive(file, key("default_max_tokens"), v))
         .transpose()?;
-    if let (Some(d), Some(limit)) = (default_max_tokens, c.max_output.or(Some(c.context))) {
-        if d > limit {
-            return Err(invalid(
-                file,
-                key("default_max_tokens"),
-                format!("{d} exceeds max_output/context ({limit})"),
-            ));
-        }
+    if let (Some(d), Some(limit)) = (default_max_tokens, c.max_output.or(Some(c.context)))
+        && d > limit
+    {
+        return Err(invalid(
+            file,
+            key("default_max_tokens"),
+            format!("{d} exceeds max_output/context ({limit})"),
+        ));
     }
     let tool_dialect = match raw.tool_dialect.as_deref() {
         None | Some("openai") => ToolDialect::OpenAi,
@@ -595,14 +595,14 @@ fn local_model(
     };
     let c = catalog(file, "local_model", &fields, &chat_only)?;
     non_empty(file, key("source"), &raw.source)?;
-    if let Some(sha) = &raw.sha256 {
-        if sha.len() != 64 || !sha.chars().all(|ch| ch.is_ascii_hexdigit()) {
-            return Err(invalid(
-                file,
-                key("sha256"),
-                "must be 64 hexadecimal digits",
-            ));
-        }
+    if let Some(sha) = &raw.sha256
+        && (sha.len() != 64 || !sha.chars().all(|ch| ch.is_ascii_hexdigit()))
+    {
+        return Err(invalid(
+            file,
+            key("sha256"),
+            "must be 64 hexadecimal digits",
+        ));
     }
     let gpu_layers = raw
         .gpu_layers
@@ -742,24 +742,24 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         Some(v) => small_positive(file, key("max_per_host"), v)?,
     };
     let default_freshness = raw.default_freshness.clone().filter(|f| !f.is_empty());
-    if let Some(f) = &default_freshness {
-        if !["pd", "pw", "pm", "py"].contains(&f.as_str()) {
-            return Err(invalid(
-                file,
-                key("default_freshness"),
-                format!("`{f}` is not pd, pw, pm or py"),
-            ));
-        }
+    if let Some(f) = &default_freshness
+        && !["pd", "pw", "pm", "py"].contains(&f.as_str())
+    {
+        return Err(invalid(
+            file,
+            key("default_freshness"),
+            format!("`{f}` is not pd, pw, pm or py"),
+        ));
     }
     let default_safesearch = raw.default_safesearch.clone().filter(|f| !f.is_empty());
-    if let Some(s) = &default_safesearch {
-        if !["off", "moderate", "strict"].contains(&s.as_str()) {
-            return Err(invalid(
-                file,
-                key("default_safesearch"),
-                format!("`{s}` is not off, moderate or strict"),
-            ));
-        }
+    if let Some(s) = &default_safesearch
+        && !["off", "moderate", "strict"].contains(&s.as_str())
+    {
+        return Err(invalid(
+            file,
+            key("default_safesearch"),
+            format!("`{s}` is not off, moderate or strict"),
+        ));
     }
     Ok(WebSearchConfig {
         api_key: raw.api_key.clone(),

@@ -113,10 +113,11 @@ pub(super) async fn chat_completions(
     if let Some(stream) = request.stream {
         out.insert("stream".into(), Value::Bool(stream));
     }
-    if let Some(default) = model.default_max_tokens {
-        if !out.contains_key("max_tokens") && !out.contains_key("max_completion_tokens") {
-            out.insert("max_tokens".into(), json!(default));
-        }
+    if let Some(default) = model.default_max_tokens
+        && !out.contains_key("max_tokens")
+        && !out.contains_key("max_completion_tokens")
+    {
+        out.insert("max_tokens".into(), json!(default));
     }
     let emulate = model.tool_dialect == ToolDialect::Gemma3ToolCode && !streaming;
     let emulated_tools = if emulate {
