@@ -7,7 +7,7 @@ mod support;
 use std::path::PathBuf;
 
 use serde_json::json;
-use support::{KEY, Upstream, text};
+use support::{KEY, Upstream, calls, text};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -85,4 +85,42 @@ async fn local_mode_has_no_models_and_no_web_search() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the model catalog is empty"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_runs_against_the_catalog() {
+    let upstream = Upstream::start(vec![text("Hello there!")]).await;
+    upstream.set_catalog(chat_catalog());
+    let output = promptforge(&["run", "prompts/hello.md"], &upstream.url).await;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Hello there!");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_research_example_fans_out_model_arms_and_uses_a_local_tool() {
+    let upstream = Upstream::start(vec![
+        text("Angle answer."),
+        text("Angle answer."),
+        text("Angle answer."),
+        calls(&[("read_notes", r#"{"first": 1, "last": 4}"#)]),
+        text("Merged answer [2]."),
+    ])
+    .await;
+    let output = promptforge(&["run", "prompts/research.md", "Why is the sky blue?"], &upstream.url).await;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Merged answer [2].");
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 5);
+    assert!(requests.iter().all(|r| r["model"] == "deep-reasoner"));
+    let arm_prompts: Vec<String> = requests[..3]
+        .iter()
+        .map(|r| r["messages"][0]["content"].as_str().unwrap().to_owned())
+        .collect();
+    for angle in ["history and background", "current state and open problems", "practical advice"] {
+        assert!(arm_prompts.iter().any(|p| p.contains(angle)), "{angle}: {arm_prompts:?}");
+    }
+    assert_eq!(requests[3]["tools"][0]["function"]["name"], "read_notes");
+    // The local tool's output is trusted: numbered note lines, verbatim.
+    let tool_result = requests[4]["messages"][2]["content"].as_str().unwrap();
+    assert!(tool_result.starts_with("1| ### "), "{tool_result}");
 }

@@ -121,12 +121,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
                 .bindings()
                 .model(&alias)
                 .map_err(|e| raise_async(&lua, e));
-            async move {
-                let binding = binding?;
-                turns::infer(&unit, &binding, prompt)
-                    .await
-                    .map_err(mlua::Error::external)
-            }
+            infer(unit, binding, prompt)
         })?,
     )?;
 
@@ -215,13 +210,20 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
                     .and_then(|alias| bindings.model(&alias))
             }
             .map_err(|e| raise_async(&lua, e));
-            async move {
-                let binding = binding?;
-                turns::infer(&unit, &binding, prompt)
-                    .await
-                    .map_err(mlua::Error::external)
-            }
+            infer(unit, binding, prompt)
         })?,
     )?;
     Ok(models)
+}
+
+/// The future behind `models.infer` and `handle:infer`, once the model is chosen.
+async fn infer(
+    unit: Arc<Unit>,
+    binding: mlua::Result<Arc<ModelBinding>>,
+    prompt: String,
+) -> mlua::Result<String> {
+    let binding = binding?;
+    turns::infer(&unit, &binding, prompt)
+        .await
+        .map_err(mlua::Error::external)
 }
