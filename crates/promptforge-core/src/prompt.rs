@@ -36,6 +36,8 @@ pub(crate) struct PromptData {
     pub(crate) title: String,
     pub(crate) h1_blocks: Vec<Block>,
     pub(crate) shared: Vec<LuaChunk>,
+    /// The engine's prelude, compiled once.
+    pub(crate) prelude: Arc<[u8]>,
     pub(crate) sections: Vec<Section>,
     pub(crate) roots: Vec<SectionId>,
 }

@@ -36,6 +36,7 @@ use bindings::{Bindings, ModelResolver};
 use promptforge_tool_picker::ToolPicker;
 
 pub(crate) use unit::{Scopes, Unit};
+pub(crate) use vm::PRELUDE;
 
 /// Runs a parsed prompt with `input` as `args` and returns its result.
 ///

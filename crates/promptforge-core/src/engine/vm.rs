@@ -41,7 +41,8 @@ pub(crate) const HELPERS_KEY: &str = "promptforge.helpers";
 pub(crate) const VAR_KEY: &str = "promptforge.var";
 pub(crate) const SYS_KEY: &str = "promptforge.sys";
 
-const PRELUDE: &str = include_str!("prelude.lua");
+/// The per-VM prelude source (compiled once per prompt at parse time).
+pub(crate) const PRELUDE: &str = include_str!("prelude.lua");
 
 /// How a Lua block ended.
 pub(crate) enum ChunkEnd {
@@ -237,8 +238,8 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
 
 fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
     let helpers: Table = lua
-        .load(PRELUDE)
-        .set_name("=promptforge prelude")
+        .load(&unit.run.prompt.data.prelude[..])
+        .set_mode(ChunkMode::Binary)
         .call(lua.null())?;
     lua.set_named_registry_value(HELPERS_KEY, &helpers)?;
     let globals = lua.globals();

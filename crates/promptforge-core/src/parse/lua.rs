@@ -61,6 +61,19 @@ impl Compiler {
         })
     }
 
+    /// Compiles the engine's per-VM prelude once per prompt, so VM setup loads bytecode.
+    pub(crate) fn compile_prelude(&self) -> Result<Arc<[u8]>, ParseError> {
+        let function = self
+            .lua
+            .load(crate::engine::PRELUDE)
+            .set_name("=promptforge prelude")
+            .into_function()
+            .map_err(|e| {
+                ParseError::new(ParseErrorKind::LuaSyntax, format!("internal prelude: {e}"))
+            })?;
+        Ok(Arc::from(function.dump(true)))
+    }
+
     fn syntax_error(&self, error: &mlua::Error, line: usize, span: Range<usize>) -> ParseError {
         let raw = match error {
             mlua::Error::SyntaxError { message, .. } => message.clone(),

@@ -338,6 +338,7 @@ impl Builder<'_> {
             title: title.trim().to_owned(),
             h1_blocks: h1.blocks,
             shared: h1.shared,
+            prelude: self.compiler.compile_prelude()?,
             sections,
             roots,
         })
