@@ -92,7 +92,11 @@ async fn hello_runs_against_the_catalog() {
     let upstream = Upstream::start(vec![text("Hello there!")]).await;
     upstream.set_catalog(chat_catalog());
     let output = promptforge(&["run", "prompts/hello.md"], &upstream.url).await;
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&output.stdout), "Hello there!");
 }
 
@@ -106,9 +110,20 @@ async fn the_research_example_fans_out_model_arms_and_uses_a_local_tool() {
         text("Merged answer [2]."),
     ])
     .await;
-    let output = promptforge(&["run", "prompts/research.md", "Why is the sky blue?"], &upstream.url).await;
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "Merged answer [2].");
+    let output = promptforge(
+        &["run", "prompts/research.md", "Why is the sky blue?"],
+        &upstream.url,
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "Merged answer [2]."
+    );
     let requests = upstream.requests();
     assert_eq!(requests.len(), 5);
     assert!(requests.iter().all(|r| r["model"] == "deep-reasoner"));
@@ -116,8 +131,15 @@ async fn the_research_example_fans_out_model_arms_and_uses_a_local_tool() {
         .iter()
         .map(|r| r["messages"][0]["content"].as_str().unwrap().to_owned())
         .collect();
-    for angle in ["history and background", "current state and open problems", "practical advice"] {
-        assert!(arm_prompts.iter().any(|p| p.contains(angle)), "{angle}: {arm_prompts:?}");
+    for angle in [
+        "history and background",
+        "current state and open problems",
+        "practical advice",
+    ] {
+        assert!(
+            arm_prompts.iter().any(|p| p.contains(angle)),
+            "{angle}: {arm_prompts:?}"
+        );
     }
     assert_eq!(requests[3]["tools"][0]["function"]["name"], "read_notes");
     // The local tool's output is trusted: numbered note lines, verbatim.

@@ -23,7 +23,9 @@ fn peak_rss_kib() -> Option<u64> {
 }
 
 fn main() -> ExitCode {
-    let arms = std::env::args().nth(1).unwrap_or_else(|| "10000".to_owned());
+    let arms = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "10000".to_owned());
     let prompt = match Prompt::parse(SOURCE, "fanout", &NullObserver) {
         Ok(prompt) => prompt,
         Err(e) => {
@@ -31,7 +33,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: {e}");

@@ -611,3 +611,38 @@ async fn web_search_proxies_to_the_gateway_with_untrusted_output() {
     assert!(error.to_string().contains("1 to 20"));
     assert_eq!(upstream.searches().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_add_takes_aliases_handles_and_arrays_atomically() {
+    let replies = vec![text("a"), text("b"), text("c"), text("d")];
+    let out = exec("tools_add.md", "", replies).await;
+    assert_eq!(out.result.unwrap(), "false d");
+    let requests = out.upstream.requests();
+    let tools = |i: usize| -> Vec<(String, String)> {
+        requests[i]["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .map(|t| {
+                        (
+                            t["function"]["name"].as_str().unwrap().to_owned(),
+                            t["function"]["description"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(tools(0).is_empty(), "an empty add is a no-op");
+    assert_eq!(
+        tools(1),
+        [(
+            "web_search".to_owned(),
+            "Bind-level search description".to_owned()
+        )]
+    );
+    let names: Vec<String> = tools(2).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["web_search", "calculator"]);
+    assert!(tools(3).is_empty(), "a failed add adds nothing");
+}
