@@ -110,6 +110,7 @@ async fn the_research_example_fans_out_model_arms_and_uses_a_local_tool() {
         text("Merged answer [2]."),
     ])
     .await;
+    upstream.set_catalog(chat_catalog());
     let output = promptforge(
         &["run", "prompts/research.md", "Why is the sky blue?"],
         &upstream.url,
@@ -126,7 +127,7 @@ async fn the_research_example_fans_out_model_arms_and_uses_a_local_tool() {
     );
     let requests = upstream.requests();
     assert_eq!(requests.len(), 5);
-    assert!(requests.iter().all(|r| r["model"] == "deep-reasoner"));
+    assert!(requests.iter().all(|r| r["model"] == "smol-chat"));
     let arm_prompts: Vec<String> = requests[..3]
         .iter()
         .map(|r| r["messages"][0]["content"].as_str().unwrap().to_owned())
