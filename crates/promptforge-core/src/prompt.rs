@@ -38,6 +38,8 @@ pub(crate) struct PromptData {
     pub(crate) shared: Vec<LuaChunk>,
     /// The engine's prelude, compiled once.
     pub(crate) prelude: Arc<[u8]>,
+    /// Every Lua block's bytecode (with absolute-line debug info), by chunk index.
+    pub(crate) chunks: Vec<Arc<[u8]>>,
     pub(crate) sections: Vec<Section>,
     pub(crate) roots: Vec<SectionId>,
 }
@@ -122,8 +124,8 @@ pub(crate) enum Block {
 
 /// A compiled Lua block.
 pub(crate) struct LuaChunk {
-    /// Bytecode with debug info, so runtime errors carry absolute file lines.
-    pub(crate) bytecode: Arc<[u8]>,
+    /// The index of the block's bytecode in [`PromptData::chunks`].
+    pub(crate) index: usize,
     /// The 1-based line of the first line of code.
     pub(crate) line: usize,
 }

@@ -403,3 +403,16 @@ async fn many_runs_in_one_process_do_not_interfere() {
         assert_eq!(result, format!("RUN{i}! TWO! 1 xx"));
     }
 }
+
+#[tokio::test]
+async fn runtime_errors_in_later_blocks_carry_absolute_lines() {
+    let error = expect_error(
+        exec("lines.md", "").await,
+        RunErrorKind::Lua,
+        "late failure",
+    );
+    assert!(
+        error.to_string().contains("lines.md:28: late failure"),
+        "{error}"
+    );
+}

@@ -76,7 +76,7 @@ impl Vm {
     ) -> Result<ChunkEnd, RunError> {
         let function = self
             .lua
-            .load(&chunk.bytecode[..])
+            .load(&unit.run.prompt.data.chunks[chunk.index][..])
             .set_mode(ChunkMode::Binary)
             .into_function()
             .map_err(|e| from_lua_error(&e))?;

@@ -1,22 +1,30 @@
 //! Parse-time Lua compilation.
 //!
-//! Each block is compiled with enough leading newlines that Lua's own line numbers are the
-//! prompt file's absolute lines, under the chunk name `=origin`, so both syntax errors here
-//! and runtime errors later read `origin:line: message`.
+//! Every block must report the prompt file's absolute line numbers, in syntax errors now and
+//! in runtime errors later. Blocks are first checked one by one (cheap, no padding); then
+//! all of them are compiled in a single pass over one generated source that places each
+//! block, wrapped in `function(...) … end`, on its own file lines. That keeps compilation
+//! linear in the file's size, and each block is dumped as its own bytecode whose debug info
+//! carries absolute lines under the chunk name `=origin`.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use mlua::{Lua, LuaOptions, StdLib};
+use mlua::{Function, Lua, LuaOptions, StdLib, Table};
 
 use super::error::{ParseError, ParseErrorKind};
 use crate::prompt::LuaChunk;
+
+struct Pending {
+    code: String,
+    line: usize,
+}
 
 pub(crate) struct Compiler {
     lua: Lua,
     chunk_name: String,
     origin: String,
-    padding: String,
+    pending: Vec<Pending>,
 }
 
 impl Compiler {
@@ -31,34 +39,80 @@ impl Compiler {
             lua,
             chunk_name: format!("={origin}"),
             origin: origin.to_owned(),
-            padding: String::new(),
+            pending: Vec::new(),
         })
     }
 
-    /// Compiles `code` whose first line is file line `line`.
+    /// Checks `code` (whose first line is file line `line`) and queues it for compilation.
     pub(crate) fn compile(
         &mut self,
         code: &str,
         line: usize,
         span: Range<usize>,
     ) -> Result<LuaChunk, ParseError> {
-        let pad = line.saturating_sub(1);
-        if self.padding.len() < pad {
-            self.padding = "\n".repeat(pad);
+        if let Err(error) = self
+            .lua
+            .load(code)
+            .set_name(self.chunk_name.as_str())
+            .into_function()
+        {
+            // The error path only: recompile with padding for the absolute line.
+            let padded = format!("{}{code}", "\n".repeat(line.saturating_sub(1)));
+            let error = self
+                .lua
+                .load(padded)
+                .set_name(self.chunk_name.as_str())
+                .into_function()
+                .err()
+                .unwrap_or(error);
+            return Err(self.syntax_error(&error, line, span));
         }
-        let mut source = String::with_capacity(pad + code.len());
-        source.push_str(&self.padding[..pad]);
-        source.push_str(code);
-        let function = self
+        let index = self.pending.len();
+        self.pending.push(Pending {
+            code: code.to_owned(),
+            line,
+        });
+        Ok(LuaChunk { index, line })
+    }
+
+    /// Compiles every queued block in one pass; returns their bytecode by index.
+    pub(crate) fn finish(&self) -> Result<Vec<Arc<[u8]>>, ParseError> {
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let internal = |error: mlua::Error| {
+            ParseError::new(
+                ParseErrorKind::LuaSyntax,
+                format!("internal: compiling the prompt's Lua failed: {error}"),
+            )
+        };
+        // Line 1 holds `return {`; each block's code starts on its own file line.
+        let mut source = String::from("return {");
+        let mut current_line = 1;
+        for block in &self.pending {
+            while current_line < block.line {
+                source.push('\n');
+                current_line += 1;
+            }
+            source.push_str("function(...) ");
+            source.push_str(&block.code);
+            current_line += block.code.matches('\n').count();
+            source.push_str("\nend,");
+            current_line += 1;
+        }
+        source.push_str("\n}");
+        let table: Table = self
             .lua
             .load(source)
             .set_name(self.chunk_name.as_str())
-            .into_function()
-            .map_err(|error| self.syntax_error(&error, line, span))?;
-        Ok(LuaChunk {
-            bytecode: Arc::from(function.dump(false)),
-            line,
-        })
+            .call(())
+            .map_err(internal)?;
+        (1..=self.pending.len())
+            .map(|i| {
+                let function: Function = table.raw_get(i).map_err(internal)?;
+                Ok(Arc::from(function.dump(false)))
+            })
+            .collect()
     }
 
     /// Compiles the engine's per-VM prelude once per prompt, so VM setup loads bytecode.

@@ -339,6 +339,7 @@ impl Builder<'_> {
             h1_blocks: h1.blocks,
             shared: h1.shared,
             prelude: self.compiler.compile_prelude()?,
+            chunks: self.compiler.finish()?,
             sections,
             roots,
         })
