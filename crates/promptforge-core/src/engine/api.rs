@@ -6,9 +6,12 @@ use std::sync::Arc;
 use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
+use super::bindings::ModelBinding;
 use super::unit::{Phase, Unit};
-use super::values::{raise, raise_async, to_json};
+use super::values::{raise, to_json};
+use super::vm::HELPERS_KEY;
 use super::{Target, WalkEnd, WalkState, deeper, fanout, vm, walk};
+use super::{lua_models, turns};
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
 
@@ -45,70 +48,18 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
         lua.create_function(move |_, text: String| Ok(crate::envelope::wrap(&text, &nonce)))?,
     )?;
 
-    let jump_unit = Arc::clone(unit);
-    globals.set(
-        "jump",
-        lua.create_async_function(move |lua, address: String| {
-            let unit = Arc::clone(&jump_unit);
-            let checked = match unit.phase() {
-                Phase::SharedLoad => Err(RunError::new(
-                    RunErrorKind::Control,
-                    "jump is not available during shared library load",
-                )),
-                Phase::ToolHandler => Err(RunError::new(
-                    RunErrorKind::Control,
-                    "jump is not available inside a local tool handler",
-                )),
-                Phase::Body => unit.resolve(&address),
-            };
-            let checked = checked.map_err(|e| raise_async(&lua, e));
-            async move {
-                unit.request_jump(checked?);
-                // The walk drops this VM as soon as it sees the pending jump.
-                std::future::pending::<()>().await;
-                Ok(())
-            }
-        })?,
-    )?;
-
-    let exec_unit = Arc::clone(unit);
-    globals.set(
-        "execute",
-        lua.create_async_function(move |lua, (address, input): (String, Value)| {
-            let unit = Arc::clone(&exec_unit);
-            let prepared =
-                prepare_execute(&lua, &unit, &address, input).map_err(|e| raise_async(&lua, e));
-            async move {
-                let (target, mut state, depth) = prepared?;
-                let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
-                let end = walk(&ctx, target.section(), true, &mut state)
-                    .await
-                    .map_err(mlua::Error::external)?;
-                let reply = match end {
-                    WalkEnd::Returned(value) => Some(value),
-                    WalkEnd::Exhausted => state.reply,
-                };
-                Ok(reply)
-            }
-        })?,
-    )?;
-
-    let fan_unit = Arc::clone(unit);
-    globals.set(
-        "fanout",
-        lua.create_async_function(move |lua, (address, collection): (String, Value)| {
-            let unit = Arc::clone(&fan_unit);
-            let prepared = fanout::prepare(&lua, &unit, &address, collection)
-                .map_err(|e| raise_async(&lua, e));
-            async move {
-                let plan = prepared?;
-                let results = fanout::run(&unit, plan)
-                    .await
-                    .map_err(mlua::Error::external)?;
-                fanout::results_table(&lua, results)
-            }
-        })?,
-    )?;
+    // `jump`, `execute`, `fanout` and the infer forms are prelude closures over this one
+    // async host function (each async function costs mlua a chunk compile per VM).
+    let host_unit = Arc::clone(unit);
+    let host = lua.create_async_function(move |lua, (op, a, b): (String, Value, Value)| {
+        let unit = Arc::clone(&host_unit);
+        let call = HostCall::prepare(&lua, &unit, &op, a, b).map_err(|e| raise(&lua, e));
+        async move { call?.run(&lua, &unit).await }
+    })?;
+    let helpers: Table = lua.named_registry_value(HELPERS_KEY)?;
+    helpers
+        .get::<mlua::Function>("bind_host")?
+        .call::<()>((host, globals.get::<Table>("models")?))?;
 
     let list_unit = Arc::clone(unit);
     globals.set(
@@ -132,6 +83,111 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
         })?,
     )?;
     Ok(())
+}
+
+/// One call of the async host function, validated before it runs.
+enum HostCall {
+    Jump(Target),
+    Execute(Target, WalkState, u32),
+    Fanout(fanout::Plan),
+    Infer(Arc<ModelBinding>, String),
+}
+
+impl HostCall {
+    fn prepare(
+        lua: &Lua,
+        unit: &Arc<Unit>,
+        op: &str,
+        a: Value,
+        b: Value,
+    ) -> Result<Self, RunError> {
+        match op {
+            "jump" => {
+                let address = text(a, "jump's target")?;
+                match unit.phase() {
+                    Phase::SharedLoad => Err(RunError::new(
+                        RunErrorKind::Control,
+                        "jump is not available during shared library load",
+                    )),
+                    Phase::ToolHandler => Err(RunError::new(
+                        RunErrorKind::Control,
+                        "jump is not available inside a local tool handler",
+                    )),
+                    Phase::Body => Ok(Self::Jump(unit.resolve(&address)?)),
+                }
+            }
+            "execute" => {
+                let (target, state, depth) =
+                    prepare_execute(lua, unit, &text(a, "execute's target")?, b)?;
+                Ok(Self::Execute(target, state, depth))
+            }
+            "fanout" => Ok(Self::Fanout(fanout::prepare(
+                lua,
+                unit,
+                &text(a, "fanout's worker")?,
+                b,
+            )?)),
+            "infer" => {
+                let prompt = text(a, "models.infer's prompt")?;
+                Ok(Self::Infer(lua_models::section_model(unit)?, prompt))
+            }
+            "model_infer" => {
+                let binding = unit.run.bindings().model(&text(a, "the model alias")?)?;
+                Ok(Self::Infer(binding, text(b, "infer's prompt")?))
+            }
+            other => Err(RunError::new(
+                RunErrorKind::Control,
+                format!("internal: unknown host call `{other}`"),
+            )),
+        }
+    }
+
+    async fn run(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
+        match self {
+            Self::Jump(target) => {
+                unit.request_jump(target);
+                // The walk drops this VM as soon as it sees the pending jump.
+                std::future::pending::<()>().await;
+                Ok(Value::Nil)
+            }
+            Self::Execute(target, mut state, depth) => {
+                let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
+                let end = walk(&ctx, target.section(), true, &mut state)
+                    .await
+                    .map_err(mlua::Error::external)?;
+                let reply = match end {
+                    WalkEnd::Returned(value) => Some(value),
+                    WalkEnd::Exhausted => state.reply,
+                };
+                reply.map_or(Ok(Value::Nil), |r| lua.create_string(r).map(Value::String))
+            }
+            Self::Fanout(plan) => {
+                let results = fanout::run(unit, plan)
+                    .await
+                    .map_err(mlua::Error::external)?;
+                fanout::results_table(lua, results).map(Value::Table)
+            }
+            Self::Infer(binding, prompt) => {
+                let text = turns::infer(unit, &binding, prompt)
+                    .await
+                    .map_err(mlua::Error::external)?;
+                lua.create_string(text).map(Value::String)
+            }
+        }
+    }
+}
+
+/// A string argument (numbers are accepted and rendered as Lua prints them).
+fn text(value: Value, what: &str) -> Result<String, RunError> {
+    match value {
+        Value::String(s) => Ok(s.to_string_lossy()),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Number(n) => Ok(n.to_string()),
+        other => Err(RunError::new(
+            RunErrorKind::Control,
+            format!("{what} must be a string, not a {}", other.type_name()),
+        )),
+    }
 }
 
 /// Validates an `execute` call and builds the chain's starting state.

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use mlua::{Function, Lua, Table, Value};
 
 use super::bindings::{ModelBinding, ModelOpts, binding_error, check_alias};
-use super::turns;
 use super::unit::Unit;
-use super::values::{raise, raise_async};
+use super::values::raise;
 use super::vm::HELPERS_KEY;
 use crate::client::Thinking;
 use crate::error::RunError;
@@ -109,22 +108,6 @@ fn declare(
 pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
     let models = lua.create_table()?;
 
-    // `handle:infer(prompt)` calls this with the handle's alias.
-    let u = Arc::clone(unit);
-    let helpers: Table = lua.named_registry_value(HELPERS_KEY)?;
-    helpers.set(
-        "model_infer",
-        lua.create_async_function(move |lua, (alias, prompt): (String, String)| {
-            let unit = Arc::clone(&u);
-            let binding = unit
-                .run
-                .bindings()
-                .model(&alias)
-                .map_err(|e| raise_async(&lua, e));
-            infer(unit, binding, prompt)
-        })?,
-    )?;
-
     let u = Arc::clone(unit);
     models.set(
         "bind",
@@ -191,39 +174,21 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         })?,
     )?;
 
-    let u = Arc::clone(unit);
-    models.set(
-        "infer",
-        lua.create_async_function(move |lua, prompt: String| {
-            let unit = Arc::clone(&u);
-            let selected = unit.scope().model_use.clone();
-            let binding = {
-                let bindings = unit.run.bindings();
-                selected
-                    .or_else(|| bindings.default_model.clone())
-                    .ok_or_else(|| {
-                        binding_error(
-                            "models.infer needs a model: call models.use(alias) in this section \
-                             or models.default(...) in the H1",
-                        )
-                    })
-                    .and_then(|alias| bindings.model(&alias))
-            }
-            .map_err(|e| raise_async(&lua, e));
-            infer(unit, binding, prompt)
-        })?,
-    )?;
     Ok(models)
 }
 
-/// The future behind `models.infer` and `handle:infer`, once the model is chosen.
-async fn infer(
-    unit: Arc<Unit>,
-    binding: mlua::Result<Arc<ModelBinding>>,
-    prompt: String,
-) -> mlua::Result<String> {
-    let binding = binding?;
-    turns::infer(&unit, &binding, prompt)
-        .await
-        .map_err(mlua::Error::external)
+/// The section's current model for `models.infer`: its `models.use` selection, else the
+/// `models.default` baseline.
+pub(crate) fn section_model(unit: &Unit) -> Result<Arc<ModelBinding>, RunError> {
+    let selected = unit.scope().model_use.clone();
+    let bindings = unit.run.bindings();
+    selected
+        .or_else(|| bindings.default_model.clone())
+        .ok_or_else(|| {
+            binding_error(
+                "models.infer needs a model: call models.use(alias) in this section or \
+                 models.default(...) in the H1",
+            )
+        })
+        .and_then(|alias| bindings.model(&alias))
 }

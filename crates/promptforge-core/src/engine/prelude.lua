@@ -91,11 +91,29 @@ local function frozen(data, kind)
   })
 end
 
+-- The control globals and the infer forms, over the one async host function.
+function helpers.bind_host(host, models)
+  function jump(target)
+    return host("jump", target)
+  end
+  function execute(target, input)
+    return host("execute", target, input)
+  end
+  function fanout(worker, collection)
+    return host("fanout", worker, collection)
+  end
+  models.infer = function(prompt)
+    return host("infer", prompt)
+  end
+  helpers.model_infer = function(alias, prompt)
+    return host("model_infer", alias, prompt)
+  end
+end
+
 -- A model handle: frozen properties and `handle:infer(prompt)`.
 function helpers.model_handle(data)
-  local infer = helpers.model_infer
   data.infer = function(_, prompt)
-    return infer(data.name, prompt)
+    return helpers.model_infer(data.name, prompt)
   end
   return frozen(data, "model")
 end

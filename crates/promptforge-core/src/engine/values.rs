@@ -93,31 +93,29 @@ pub(crate) fn lua_message(error: &mlua::Error) -> String {
     }
 }
 
-/// A host error raised into Lua by a synchronous function, prefixed with the calling Lua
-/// line when known.
+/// The prompt's chunk name, stored as app data so raised errors can find the prompt's frame.
+pub(crate) struct Origin(pub(crate) String);
+
+/// A host error raised into Lua, prefixed with `file:line:` of the innermost frame of the
+/// prompt's own code (skipping the prelude and mlua's async wrappers).
 pub(crate) fn raise(lua: &Lua, error: RunError) -> mlua::Error {
-    raise_from(lua, error, 1)
-}
-
-/// Like [`raise`], for async functions (mlua calls them through one extra Lua frame).
-pub(crate) fn raise_async(lua: &Lua, error: RunError) -> mlua::Error {
-    raise_from(lua, error, 2)
-}
-
-fn raise_from(lua: &Lua, error: RunError, level: usize) -> mlua::Error {
-    let location = lua
-        .inspect_stack(level, |debug| {
-            let source = debug.source();
-            let file = source.short_src.map(|s| s.into_owned());
-            (file, debug.current_line())
+    let origin = lua.app_data_ref::<Origin>().map(|o| o.0.clone());
+    let location = origin.and_then(|origin| {
+        (1..24).find_map(|level| {
+            lua.inspect_stack(level, |debug| {
+                let source = debug.source();
+                let file = source.short_src?;
+                (file == origin.as_str()).then(|| debug.current_line())?
+            })
+            .flatten()
+            .map(|line| format!("{origin}:{line}: "))
         })
-        .and_then(|(file, line)| Some(format!("{}:{}: ", file?, line?)));
+    });
     match location {
         Some(prefix) => mlua::Error::external(error.with_location(&prefix)),
         None => mlua::Error::external(error),
     }
 }
-
 /// Lua appends `stack traceback:` lines to some messages; users need only the first part.
 fn strip_traceback(message: &str) -> &str {
     message

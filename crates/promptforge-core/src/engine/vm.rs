@@ -210,6 +210,7 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
         LuaOptions::new(),
     )?;
     lua.set_memory_limit(unit.run.limits.lua_memory_bytes.get())?;
+    lua.set_app_data(values::Origin(unit.run.prompt.origin().to_owned()));
     let budget = unit.run.limits.lua_instructions.get();
     let hook_unit = Arc::clone(unit);
     lua.set_global_hook(
