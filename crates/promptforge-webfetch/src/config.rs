@@ -68,6 +68,14 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// An `add_root_certificate_pem` value is not PEM holding usable X.509 certificates.
+    #[error("add_root_certificate_pem (call {call}) is not a usable root certificate: {reason}")]
+    RootCertificate {
+        /// Which `add_root_certificate_pem` call supplied it, counting from 1.
+        call: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The HTTP client could not be built (for example the TLS backend failed to start).
     #[error("the HTTP client could not be built: {0}")]
     HttpClient(String),
@@ -87,6 +95,7 @@ pub struct FetchConfig {
     pub(crate) user_agent: String,
     pub(crate) allow_hosts: Vec<(String, IpAddr)>,
     pub(crate) deny_cidrs: Vec<Cidr>,
+    pub(crate) root_certificates: Vec<Vec<u8>>,
     pub(crate) address_policy: AddressPolicy,
 }
 
@@ -103,6 +112,7 @@ impl Default for FetchConfig {
             user_agent: DEFAULT_USER_AGENT.to_owned(),
             allow_hosts: Vec::new(),
             deny_cidrs: Vec::new(),
+            root_certificates: Vec::new(),
             address_policy: AddressPolicy::default(),
         }
     }
@@ -165,6 +175,12 @@ impl FetchConfig {
     pub fn denied_cidrs(&self) -> &[Cidr] {
         &self.deny_cidrs
     }
+
+    /// The extra trusted root CA certificates, DER-encoded, in the order given (default
+    /// none). They are trusted in addition to the platform's roots.
+    pub fn root_certificates(&self) -> &[Vec<u8>] {
+        &self.root_certificates
+    }
 }
 
 /// Builds a [`FetchConfig`]. Every setter returns `self`; [`FetchConfigBuilder::build`]
@@ -181,6 +197,7 @@ pub struct FetchConfigBuilder {
     user_agent: String,
     allow_hosts: Vec<(String, IpAddr)>,
     deny_cidrs: Vec<String>,
+    root_pems: Vec<Vec<u8>>,
 }
 
 impl Default for FetchConfigBuilder {
@@ -197,6 +214,7 @@ impl Default for FetchConfigBuilder {
             user_agent: d.user_agent,
             allow_hosts: Vec::new(),
             deny_cidrs: Vec::new(),
+            root_pems: Vec::new(),
         }
     }
 }
@@ -270,6 +288,15 @@ impl FetchConfigBuilder {
         self
     }
 
+    /// Trusts the root CA certificates in `pem` (one or more `CERTIFICATE` sections; other
+    /// sections are skipped) in addition to the platform's roots, for example a corporate
+    /// CA that signs internal sites. It widens only whom TLS trusts, never which addresses
+    /// are reachable. May be called more than once.
+    pub fn add_root_certificate_pem(mut self, pem: impl AsRef<[u8]>) -> Self {
+        self.root_pems.push(pem.as_ref().to_vec());
+        self
+    }
+
     /// Validates every field and returns the policy.
     ///
     /// # Errors
@@ -314,6 +341,15 @@ impl FetchConfigBuilder {
             .iter()
             .map(|(host, addr)| Ok((canonical_allow_host(host)?, *addr)))
             .collect::<Result<Vec<_>, ConfigError>>()?;
+        let mut root_certificates = Vec::new();
+        for (i, pem) in self.root_pems.iter().enumerate() {
+            root_certificates.extend(root_certificates_from_pem(pem).map_err(|reason| {
+                ConfigError::RootCertificate {
+                    call: i + 1,
+                    reason,
+                }
+            })?);
+        }
         Ok(FetchConfig {
             allow_http: self.allow_http,
             allow_ports: self.allow_ports,
@@ -326,8 +362,42 @@ impl FetchConfigBuilder {
             address_policy: AddressPolicy::new(deny_cidrs.clone(), allow_hosts.clone()),
             allow_hosts,
             deny_cidrs,
+            root_certificates,
         })
     }
+}
+
+/// Reads every `CERTIFICATE` section of an `add_root_certificate_pem` value and checks each
+/// parses as a trust anchor (the check the TLS stack makes when it loads a root), so a bad
+/// value is refused at `build()` rather than when the HTTP client starts.
+fn root_certificates_from_pem(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::{Error as PemError, PemObject};
+
+    let mut ders = Vec::new();
+    for section in CertificateDer::pem_slice_iter(pem) {
+        let der = section.map_err(|e| {
+            match e {
+                PemError::MissingSectionEnd { .. } => "a PEM section has no END line",
+                PemError::IllegalSectionStart { .. } => "a PEM BEGIN line is malformed",
+                PemError::Base64Decode(_) => "a PEM section is not valid base64",
+                PemError::SectionTooLarge => "a PEM section is too large",
+                _ => "it is not valid PEM",
+            }
+            .to_owned()
+        })?;
+        if webpki::anchor_from_trusted_cert(&der).is_err() {
+            return Err(format!(
+                "CERTIFICATE section {} is not a valid X.509 certificate",
+                ders.len() + 1
+            ));
+        }
+        ders.push(der.as_ref().to_vec());
+    }
+    if ders.is_empty() {
+        return Err("it holds no CERTIFICATE section".to_owned());
+    }
+    Ok(ders)
 }
 
 /// Canonicalises an `allow_host_address` host the way URL parsing canonicalises a URL's
@@ -375,6 +445,7 @@ mod tests {
         assert!(c.user_agent().starts_with("promptforge-webfetch/"));
         assert!(c.allowed_host_addresses().is_empty());
         assert!(c.denied_cidrs().is_empty());
+        assert!(c.root_certificates().is_empty());
     }
 
     #[test]
@@ -451,6 +522,67 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn root_certificates_are_read_and_validated_at_build() {
+        let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_owned()]).unwrap();
+        let other = rcgen::generate_simple_self_signed(vec!["other.test".to_owned()]).unwrap();
+        // A bundle: a key section (skipped) and two certificates.
+        let bundle = format!(
+            "{}{}{}",
+            other.signing_key.serialize_pem(),
+            other.cert.pem(),
+            ca.cert.pem()
+        );
+        let c = FetchConfig::builder()
+            .add_root_certificate_pem(ca.cert.pem())
+            .add_root_certificate_pem(bundle.as_bytes())
+            .build()
+            .unwrap();
+        let roots: Vec<&[u8]> = c.root_certificates().iter().map(Vec::as_slice).collect();
+        assert_eq!(
+            roots,
+            [
+                ca.cert.der().as_ref(),
+                other.cert.der().as_ref(),
+                ca.cert.der().as_ref()
+            ]
+        );
+
+        let reason = |pem: &str| match FetchConfig::builder()
+            .add_root_certificate_pem(ca.cert.pem())
+            .add_root_certificate_pem(pem)
+            .build()
+        {
+            Err(ConfigError::RootCertificate { call: 2, reason }) => reason,
+            other => panic!("{pem:?}: {other:?}"),
+        };
+        let key_only = ca.signing_key.serialize_pem();
+        for pem in ["", "not a certificate at all", key_only.as_str()] {
+            assert_eq!(reason(pem), "it holds no CERTIFICATE section", "{pem:?}");
+        }
+        assert_eq!(
+            reason("-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n"),
+            "a PEM section is not valid base64"
+        );
+        assert_eq!(
+            reason("-----BEGIN CERTIFICATE-----\nAAAA\n"),
+            "a PEM section has no END line"
+        );
+        assert_eq!(
+            reason("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+            "CERTIFICATE section 1 is not a valid X.509 certificate"
+        );
+        let e = FetchConfig::builder()
+            .add_root_certificate_pem("junk")
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "add_root_certificate_pem (call 1) is not a usable root certificate: \
+             it holds no CERTIFICATE section"
+        );
     }
 
     #[test]

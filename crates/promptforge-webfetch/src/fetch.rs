@@ -49,7 +49,8 @@ pub(crate) struct Fetcher {
 impl Fetcher {
     /// Builds the hardened client: no redirects followed by the client, no Referer, no
     /// proxies (ambient `HTTP_PROXY` / `HTTPS_PROXY` ignored), no cookie store, no pooled
-    /// connections, and the guarded resolver.
+    /// connections, and the guarded resolver. TLS trusts the platform's roots plus the
+    /// policy's extra root certificates.
     pub(crate) fn new(
         config: FetchConfig,
         lookup: Arc<dyn HostLookup>,
@@ -60,6 +61,12 @@ impl Fetcher {
             reqwest::header::ACCEPT,
             reqwest::header::HeaderValue::from_static(ACCEPT),
         );
+        let roots = config
+            .root_certificates
+            .iter()
+            .map(|der| reqwest::Certificate::from_der(der))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ConfigError::HttpClient(e.without_url().to_string()))?;
         let client = Client::builder()
             .default_headers(headers)
             .redirect(reqwest::redirect::Policy::none())
@@ -67,6 +74,7 @@ impl Fetcher {
             .no_proxy()
             .pool_max_idle_per_host(0)
             .dns_resolver(resolver)
+            .tls_certs_merge(roots)
             .user_agent(config.user_agent.clone())
             .connect_timeout(config.timeout.min(MAX_CONNECT_TIMEOUT))
             .timeout(config.timeout)

@@ -1,16 +1,19 @@
-//! Shared fixtures: a scripted HTTP/1.1 server on 127.0.0.1:0 and a scripted DNS lookup.
+//! Shared fixtures: a scripted HTTP/1.1 server on 127.0.0.1:0 (plain or behind TLS) and a
+//! scripted DNS lookup.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use promptforge_webfetch::{FetchConfig, FetchConfigBuilder, HostLookup, WebFetch};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 /// The host name the fixtures reach the loopback server by.
 pub(crate) const SITE: &str = "site.test";
@@ -89,33 +92,63 @@ impl Reply {
 }
 
 /// A loopback server replaying scripted replies by path and recording every request head.
+/// It also counts accepted TCP connections, so a canary can prove nothing connected at all.
 pub(crate) struct TestServer {
     addr: SocketAddr,
+    scheme: &'static str,
     requests: Arc<Mutex<Vec<String>>>,
+    connections: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
 
 impl TestServer {
+    /// A plain HTTP/1.1 server.
     pub(crate) async fn start(routes: Vec<(&str, Reply)>) -> Self {
+        Self::spawn(routes, None).await
+    }
+
+    /// The same server behind TLS: every connection is handshaken with `acceptor` first
+    /// (a failed handshake is dropped, and records no request).
+    pub(crate) async fn start_tls(routes: Vec<(&str, Reply)>, acceptor: TlsAcceptor) -> Self {
+        Self::spawn(routes, Some(acceptor)).await
+    }
+
+    async fn spawn(routes: Vec<(&str, Reply)>, tls: Option<TlsAcceptor>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let routes: Arc<HashMap<String, Reply>> =
             Arc::new(routes.into_iter().map(|(p, r)| (p.to_owned(), r)).collect());
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
         let seen = Arc::clone(&requests);
+        let accepted = Arc::clone(&connections);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let routes = Arc::clone(&routes);
                 let seen = Arc::clone(&seen);
-                tokio::spawn(async move { serve(stream, &routes, &seen).await });
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    match tls {
+                        None => serve(stream, &routes, &seen).await,
+                        Some(acceptor) => {
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                serve(stream, &routes, &seen).await;
+                            }
+                        }
+                    }
+                });
             }
         });
         Self {
             addr,
+            scheme,
             requests,
+            connections,
             task,
         }
     }
@@ -124,9 +157,20 @@ impl TestServer {
         self.addr.port()
     }
 
-    /// `http://site.test:<port><path>`.
+    /// `http://site.test:<port><path>` (`https` for a TLS server).
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("http://{SITE}:{}{path}", self.port())
+        self.url_as(SITE, path)
+    }
+
+    /// This server's URL under another host name (which the policy must pair with
+    /// 127.0.0.1).
+    pub(crate) fn url_as(&self, host: &str, path: &str) -> String {
+        format!("{}://{host}:{}{path}", self.scheme, self.port())
+    }
+
+    /// How many TCP connections were accepted so far (with or without a request).
+    pub(crate) fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// Every request head received so far.
@@ -167,7 +211,11 @@ impl Drop for TestServer {
     }
 }
 
-async fn serve(mut stream: TcpStream, routes: &HashMap<String, Reply>, seen: &Mutex<Vec<String>>) {
+async fn serve(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    routes: &HashMap<String, Reply>,
+    seen: &Mutex<Vec<String>>,
+) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
