@@ -8,9 +8,10 @@
 //!
 //! The embedding model (`sentence-transformers/all-MiniLM-L6-v2`, 384 dimensions, mean
 //! pooling, L2-normalised) is compiled into the library as fp16 weights, pinned by SHA-256
-//! and checked for provenance at load. Inference runs on the CPU with candle. A tool's
-//! relevance to a need is a hybrid score: the cosine similarity of their embeddings mixed
-//! with an IDF-weighted lexical coverage of the need's terms (see [`Config::lexical_weight`]).
+//! and checked for provenance at load. Inference is a hand-written, single-threaded forward
+//! pass on the CPU. A tool's relevance to a need is a hybrid score: the cosine similarity of
+//! their embeddings mixed with an IDF-weighted lexical coverage of the need's terms (see
+//! [`Config::lexical_weight`]).
 //!
 //! ```
 //! use promptforge_tool_picker::{Catalog, Config, Outcome, ToolDescriptor, ToolId, ToolPicker};
@@ -53,6 +54,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod bert;
 mod catalog;
 mod config;
 mod decision;

@@ -1,15 +1,13 @@
 //! The compiled-in sentence embedder: `sentence-transformers/all-MiniLM-L6-v2` as fp16
-//! weights inside the library, run on the CPU with candle.
+//! weights inside the library, run on the CPU by a hand-written forward pass (`crate::bert`).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{Tokenizer, TruncationParams};
 
+use crate::bert::{Bert, BertShape};
 use crate::error::{ModelLoadError, ModelLoadErrorKind, QueryError, QueryErrorKind};
 
 /// fp16 weights written by the build script, with provenance in the safetensors metadata.
@@ -89,7 +87,7 @@ pub(crate) fn check_provenance(
 }
 
 struct Inner {
-    bert: BertModel,
+    bert: Bert,
     tokenizer: Tokenizer,
     provenance: Provenance,
 }
@@ -123,13 +121,19 @@ impl Model {
         })?;
         let provenance = check_provenance(header.metadata().as_ref())?;
 
-        let config: BertConfig = serde_json::from_slice(BERT_CONFIG).map_err(|e| {
+        let config: serde_json::Value = serde_json::from_slice(BERT_CONFIG).map_err(|e| {
             ModelLoadError::new(ModelLoadErrorKind::Weights, format!("config.json: {e}"))
         })?;
-        let vb = VarBuilder::from_slice_safetensors(WEIGHTS, DType::F32, &Device::Cpu)
-            .map_err(|e| ModelLoadError::new(ModelLoadErrorKind::Weights, e.to_string()))?;
-        let bert = BertModel::load(vb, &config)
-            .map_err(|e| ModelLoadError::new(ModelLoadErrorKind::Weights, e.to_string()))?;
+        let shape = BertShape::from_config(&config)
+            .map_err(|e| ModelLoadError::new(ModelLoadErrorKind::Weights, e))?;
+        if shape.hidden != EMBEDDING_DIM {
+            return Err(ModelLoadError::new(
+                ModelLoadErrorKind::Weights,
+                format!("hidden_size {}, expected {EMBEDDING_DIM}", shape.hidden),
+            ));
+        }
+        let bert = Bert::load(WEIGHTS, shape)
+            .map_err(|e| ModelLoadError::new(ModelLoadErrorKind::Weights, e))?;
 
         let mut tokenizer = Tokenizer::from_bytes(TOKENIZER)
             .map_err(|e| ModelLoadError::new(ModelLoadErrorKind::Tokenizer, e.to_string()))?;
@@ -168,31 +172,15 @@ impl Model {
             .encode(text, true)
             .map_err(|e| QueryError::new(QueryErrorKind::Tokenization, e.to_string()))?;
         let pooled = self
-            .forward(
+            .inner
+            .bert
+            .embed_pooled(
                 encoding.get_ids(),
                 encoding.get_type_ids(),
                 encoding.get_attention_mask(),
             )
-            .map_err(|e| QueryError::new(QueryErrorKind::Inference, e.to_string()))?;
+            .map_err(|e| QueryError::new(QueryErrorKind::Inference, e))?;
         normalise(pooled)
-    }
-
-    fn forward(
-        &self,
-        ids: &[u32],
-        type_ids: &[u32],
-        mask: &[u32],
-    ) -> candle_core::Result<Vec<f32>> {
-        let device = Device::Cpu;
-        let ids = Tensor::new(ids, &device)?.unsqueeze(0)?;
-        let type_ids = Tensor::new(type_ids, &device)?.unsqueeze(0)?;
-        let mask = Tensor::new(mask, &device)?.unsqueeze(0)?;
-        let hidden = self.inner.bert.forward(&ids, &type_ids, Some(&mask))?;
-        // Mean over the tokens the mask keeps: sum(h * m) / sum(m).
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let count = mask.sum(1)?;
-        summed.broadcast_div(&count)?.squeeze(0)?.to_vec1::<f32>()
     }
 }
 

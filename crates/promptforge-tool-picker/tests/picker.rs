@@ -498,3 +498,39 @@ fn long_needs_are_truncated_not_refused() {
     let need = "read a file from disk ".repeat(400);
     assert!(picker().resolve(&need).is_ok());
 }
+
+/// The forward pass against vectors recorded from the previous implementation (candle 0.11's
+/// BERT over the same fp16 weights): every component within 1e-4, cosine above 0.9999.
+#[test]
+fn embeddings_match_the_recorded_reference() {
+    let reference: Vec<serde_json::Value> =
+        serde_json::from_str(include_str!("fixtures/reference_embeddings.json")).unwrap();
+    assert!(reference.len() >= 8);
+    for entry in &reference {
+        let text = entry["text"].as_str().unwrap();
+        let expected: Vec<f32> = entry["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let actual = model().embed(text).unwrap();
+        assert_eq!(actual.len(), expected.len(), "{text:?}");
+        let max_diff = actual
+            .iter()
+            .zip(&expected)
+            .map(|(a, e)| (a - e).abs())
+            .fold(0.0_f32, f32::max);
+        let cosine: f32 = actual.iter().zip(&expected).map(|(a, e)| a * e).sum();
+        assert!(max_diff < 1e-4, "{text:?}: max difference {max_diff}");
+        assert!(cosine > 0.9999, "{text:?}: cosine {cosine}");
+        // Embedding the same text again gives the same bits.
+        let again = model().embed(text).unwrap();
+        assert!(
+            actual
+                .iter()
+                .zip(&again)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+    }
+}
