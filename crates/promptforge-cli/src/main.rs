@@ -5,8 +5,6 @@
 //! 130 when interrupted.
 #![forbid(unsafe_code)]
 
-mod gateway_env;
-
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -98,7 +96,8 @@ fn report(message: &str) {
 }
 
 fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
-    let mode = gateway_env::Mode::from_env().map_err(Failure::usage)?;
+    let gateway = GatewayClient::from_env_if_configured()
+        .map_err(|error| Failure::usage(error.to_string()))?;
     let shown = file.display().to_string();
     let source = std::fs::read_to_string(file)
         .map_err(|error| Failure::usage(format!("cannot read {shown}: {error}")))?;
@@ -116,7 +115,7 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
         .build()
         .map_err(|error| Failure::prompt(format!("cannot start the async runtime: {error}")))?;
     runtime.block_on(async {
-        let (client, models, tools) = resources(&mode).await?;
+        let (client, models, tools) = resources(gateway).await?;
         let picker = ToolPicker::build(tools.picker_catalog(), Config::default())
             .map_err(|e| Failure::prompt(format!("cannot build the tool picker: {e}")))?;
         let cancel = CancelHandle::new();
@@ -138,21 +137,20 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
     })
 }
 
-/// The gateway client, model catalog and tools of the mode: remote mode fetches the catalog
-/// and offers `web_search` and `web_fetch`; local mode offers `web_fetch` only.
+/// The gateway client, model catalog and tools: with a gateway (remote mode) the catalog is
+/// fetched and `web_search` + `web_fetch` are offered; without one (local mode) only
+/// `web_fetch`.
 async fn resources(
-    mode: &gateway_env::Mode,
+    gateway: Option<GatewayClient>,
 ) -> Result<(GatewayClient, ModelCatalog, ToolCatalog), Failure> {
     let fetch: Arc<dyn Tool> = Arc::new(WebFetch::new());
-    let (client, models, tools) = match mode {
-        gateway_env::Mode::Local => (
+    let (client, models, tools) = match gateway {
+        None => (
             GatewayClient::disabled(),
             ModelCatalog::empty(),
             vec![fetch],
         ),
-        gateway_env::Mode::Remote { url, key } => {
-            let client = GatewayClient::new(url, key)
-                .map_err(|e| Failure::usage(format!("invalid gateway configuration: {e}")))?;
+        Some(client) => {
             let models = client.models(RequestLimits::default()).await.map_err(|e| {
                 Failure::prompt(format!(
                     "cannot fetch the model catalog from the gateway: {e}"

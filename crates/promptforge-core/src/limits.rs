@@ -117,16 +117,6 @@ impl RunLimits {
         self.request_timeout = value;
         self
     }
-
-    /// The configured request timeout.
-    pub fn get_request_timeout(&self) -> Duration {
-        self.request_timeout
-    }
-
-    /// The configured fanout concurrency.
-    pub fn get_max_fanout_concurrency(&self) -> NonZeroUsize {
-        self.max_fanout_concurrency
-    }
 }
 
 /// Per-run configuration: execution id, observer, cancellation and limits.

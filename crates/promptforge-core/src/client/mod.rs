@@ -104,19 +104,35 @@ impl GatewayClient {
         })
     }
 
-    /// A client from `PROMPTFORGE_GATEWAY_URL` and `PROMPTFORGE_GATEWAY_API_KEY`.
+    /// A client from `PROMPTFORGE_GATEWAY_URL` and `PROMPTFORGE_GATEWAY_API_KEY`; neither
+    /// being set is a `Config` error too.
     pub fn from_env() -> Result<Self, CompletionError> {
+        Self::from_env_if_configured()?.ok_or_else(|| {
+            CompletionError::config(format!(
+                "no gateway is configured: set {URL_VAR} and {KEY_VAR}"
+            ))
+        })
+    }
+
+    /// The environment rule: neither variable set (or both empty) is `Ok(None)`, local-only
+    /// mode; both set is a client; exactly one set is a `Config` error naming the missing one.
+    pub fn from_env_if_configured() -> Result<Option<Self>, CompletionError> {
         let read = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        match (read(URL_VAR), read(KEY_VAR)) {
-            (Some(url), Some(key)) => Self::new(&url, &key),
+        Self::from_values(read(URL_VAR), read(KEY_VAR))
+    }
+
+    fn from_values(
+        url: Option<String>,
+        key: Option<String>,
+    ) -> Result<Option<Self>, CompletionError> {
+        match (url, key) {
+            (None, None) => Ok(None),
+            (Some(url), Some(key)) => Self::new(&url, &key).map(Some),
             (None, Some(_)) => Err(CompletionError::config(format!(
                 "{KEY_VAR} is set but {URL_VAR} is missing or empty; both are required to reach the gateway"
             ))),
             (Some(_), None) => Err(CompletionError::config(format!(
                 "{URL_VAR} is set but {KEY_VAR} is missing or empty; both are required to reach the gateway"
-            ))),
-            (None, None) => Err(CompletionError::config(format!(
-                "no gateway is configured: set {URL_VAR} and {KEY_VAR}"
             ))),
         }
     }
@@ -330,6 +346,30 @@ mod tests {
         assert!(!format!("{client:?}").contains("sekrit"));
         assert!(!client.to_string().contains("sekrit"));
         assert!(format!("{client:?}").contains("redacted"));
+    }
+
+    #[test]
+    fn the_environment_rule_is_both_or_neither() {
+        let some = |s: &str| Some(s.to_owned());
+        assert!(GatewayClient::from_values(None, None).unwrap().is_none());
+        assert!(
+            GatewayClient::from_values(some("http://h"), some("k"))
+                .unwrap()
+                .is_some()
+        );
+        let error = GatewayClient::from_values(None, some("k")).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("PROMPTFORGE_GATEWAY_API_KEY is set but")
+        );
+        let error = GatewayClient::from_values(some("http://h"), None).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("PROMPTFORGE_GATEWAY_URL is set but")
+        );
+        assert_eq!(error.kind(), CompletionErrorKind::Config);
     }
 
     #[tokio::test]
