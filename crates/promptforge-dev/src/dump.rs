@@ -144,7 +144,7 @@ impl DumpTarget {
         match fs::symlink_metadata(&trace) {
             Ok(meta) if meta.is_dir() => {
                 let mut report = DumpReport::default();
-                remove_stale(&trace, "", &BTreeSet::new(), &mut report);
+                remove_stale(&trace, "", &Keep::default(), &mut report);
                 report.into_error()
             }
             Ok(_) => fs::remove_file(&trace).map_err(|source| {
@@ -176,7 +176,13 @@ impl DumpTarget {
         let exists = self.root_state()?;
         let root = self.dir();
         if exists {
-            let keep: BTreeSet<&str> = wanted.keys().copied().collect();
+            let keep = Keep {
+                files: wanted.keys().copied().collect(),
+                dirs: wanted
+                    .keys()
+                    .flat_map(|path| path.match_indices('/').map(|(end, _)| &path[..end]))
+                    .collect(),
+            };
             remove_stale(&root, "", &keep, &mut report);
         }
         if !wanted.is_empty() {
@@ -252,10 +258,17 @@ impl DumpReport {
     }
 }
 
+/// What a reconcile keeps: the store's files, and the directories above them.
+#[derive(Default)]
+struct Keep<'a> {
+    files: BTreeSet<&'a str>,
+    dirs: BTreeSet<&'a str>,
+}
+
 /// Deletes what under `dir` is not in `keep` (paths relative to the dump root; `prefix` is
 /// `dir`'s own relative path). `.trace/` at the root is never touched. Links are unlinked,
 /// never followed; directories left empty are removed.
-fn remove_stale(dir: &Path, prefix: &str, keep: &BTreeSet<&str>, report: &mut DumpReport) {
+fn remove_stale(dir: &Path, prefix: &str, keep: &Keep<'_>, report: &mut DumpReport) {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(source) => {
@@ -292,9 +305,11 @@ fn remove_stale(dir: &Path, prefix: &str, keep: &BTreeSet<&str>, report: &mut Du
             remove_stale(&path, &relative, keep, report);
             // Fails (harmlessly) while something wanted still lives inside.
             let _ = fs::remove_dir(&path);
-        } else if keep.contains(relative.as_str()) {
-            // A current file stays; a link planted where the store writes stays too, so
-            // the write refuses it and the user hears about it.
+        } else if keep.files.contains(relative.as_str())
+            || (kind.is_symlink() && keep.dirs.contains(relative.as_str()))
+        {
+            // A current file stays; a link planted where the store writes (or descends)
+            // stays too, so the write refuses it and the user hears about it.
         } else if remove_entry(&path, report, &relative) {
             report.deleted.push(relative);
         }
