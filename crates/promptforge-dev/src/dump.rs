@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 
 use crate::secure::{self, SecureError, TRACE_DIR};
 
+/// How many threads write one dump's files at once. Each file is flushed to disk before
+/// its rename; parallel flushes share journal commits, which is most of a large dump's time.
+pub const DUMP_WRITERS: usize = 8;
+
 /// Where a prompt's dump lives: a trusted base directory and the dump directory's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpTarget {
@@ -118,6 +122,19 @@ impl DumpTarget {
         secure::ensure_dir(&self.base, &all)
     }
 
+    /// Writes one store file unless it is already current; `Ok(true)` when written.
+    fn write_one(&self, path: &str, contents: &str) -> Result<bool, SecureError> {
+        let (dirs, name) = match path.rsplit_once('/') {
+            Some((dirs, name)) => (dirs.split('/').collect::<Vec<_>>(), name),
+            None => (Vec::new(), path),
+        };
+        let dir = self.ensure(&dirs)?;
+        if secure::is_current(&dir, name, contents.as_bytes()) {
+            return Ok(false);
+        }
+        secure::write_file(&dir, name, contents.as_bytes()).map(|()| true)
+    }
+
     /// The state of the dump root: absent, a real directory, or refused.
     fn root_state(&self) -> Result<bool, SecureError> {
         let root = self.dir();
@@ -188,23 +205,43 @@ impl DumpTarget {
         if !wanted.is_empty() {
             self.ensure(&[])?;
         }
-        for (path, contents) in &wanted {
-            let (dirs, name) = match path.rsplit_once('/') {
-                Some((dirs, name)) => (dirs.split('/').collect::<Vec<_>>(), name),
-                None => (Vec::new(), *path),
-            };
-            let outcome = self.ensure(&dirs).and_then(|dir| {
-                if secure::is_current(&dir, name, contents.as_bytes()) {
-                    Ok(false)
-                } else {
-                    secure::write_file(&dir, name, contents.as_bytes()).map(|()| true)
-                }
-            });
+        let wanted_list: Vec<(&str, &str)> = wanted.iter().map(|(p, c)| (*p, *c)).collect();
+        let chunk = wanted_list.len().div_ceil(DUMP_WRITERS).max(1);
+        let outcomes: Vec<(&str, Result<bool, SecureError>)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = wanted_list
+                .chunks(chunk)
+                .map(|files| {
+                    scope.spawn(move || {
+                        files
+                            .iter()
+                            .map(|(path, contents)| (*path, self.write_one(path, contents)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|worker| worker.join().unwrap_or_default())
+                .collect()
+        });
+        let mut seen = 0;
+        for (path, outcome) in outcomes {
+            seen += 1;
             match outcome {
-                Ok(true) => report.written.push((*path).to_owned()),
+                Ok(true) => report.written.push(path.to_owned()),
                 Ok(false) => report.unchanged += 1,
-                Err(error) => report.failed.push(((*path).to_owned(), error)),
+                Err(error) => report.failed.push((path.to_owned(), error)),
             }
+        }
+        if seen != wanted_list.len() {
+            report.failed.push((
+                String::new(),
+                SecureError::Io {
+                    what: "writing",
+                    path: root.clone(),
+                    source: io::Error::other("a dump writer thread stopped"),
+                },
+            ));
         }
         if wanted.is_empty() && exists {
             let trace = root.join(TRACE_DIR);

@@ -92,10 +92,12 @@ pub fn ensure_dir(base: &Path, components: &[&str]) -> Result<PathBuf, SecureErr
             }
             Ok(_) => return Err(SecureError::NotADirectory { path: current }),
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                DirBuilder::new()
-                    .mode(DIR_MODE)
-                    .create(&current)
-                    .map_err(|e| SecureError::io("creating the directory", &current, e))?;
+                match DirBuilder::new().mode(DIR_MODE).create(&current) {
+                    Ok(()) => {}
+                    // Another writer of the same dump created it first: check it below.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(SecureError::io("creating the directory", &current, e)),
+                }
                 // mkdir never follows a link, but check what is there now anyway.
                 let meta = fs::symlink_metadata(&current)
                     .map_err(|e| SecureError::io("inspecting", &current, e))?;
