@@ -159,6 +159,9 @@ impl DumpTarget {
         }
         let trace = self.dir().join(TRACE_DIR);
         match fs::symlink_metadata(&trace) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                Err(DumpError::Root(SecureError::Symlink { path: trace }))
+            }
             Ok(meta) if meta.is_dir() => {
                 let mut report = DumpReport::default();
                 remove_stale(&trace, "", &Keep::default(), &mut report);
@@ -245,9 +248,14 @@ impl DumpTarget {
         }
         if wanted.is_empty() && exists {
             let trace = root.join(TRACE_DIR);
-            let trace_empty = match fs::read_dir(&trace) {
-                Ok(mut entries) => entries.next().is_none(),
-                Err(_) => fs::symlink_metadata(&trace).is_err(),
+            // Only a real, empty `.trace/` (or none) lets the dump go; a link there is
+            // never followed, and counts as a remaining trace.
+            let trace_empty = match fs::symlink_metadata(&trace) {
+                Err(error) => error.kind() == io::ErrorKind::NotFound,
+                Ok(meta) if meta.is_dir() => fs::read_dir(&trace)
+                    .map(|mut entries| entries.next().is_none())
+                    .unwrap_or(false),
+                Ok(_) => false,
             };
             if trace_empty {
                 let _ = fs::remove_dir(&trace);

@@ -582,6 +582,24 @@ async fn capture_raw_warns_and_writes_each_turn_verbatim() {
     assert_eq!(read("turn-1-response.json"), reply);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capture_writes_refuse_a_planted_trace_link() {
+    let upstream = gateway(vec![text("Hi")]).await;
+    let dir = Dir::new();
+    let outside = tempfile::tempdir().unwrap();
+    dir.write("p.md", &model_prompt());
+    std::fs::create_dir(dir.path().join("p.store")).unwrap();
+    symlink(outside.path(), dir.path().join("p.store/.trace")).unwrap();
+    let out = dev(dir.path(), &["--capture-raw", "p.md", "you"], &upstream).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("capture: cannot write .trace/turn-1-request.json: refusing to follow the symbolic link at"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
 // ---------------------------------------------------------------------------- watch, Ctrl-C
 
 /// A spawned binary whose stdout and stderr lines are collected as they arrive.
