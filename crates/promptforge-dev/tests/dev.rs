@@ -827,3 +827,50 @@ async fn ctrl_c_cancels_a_running_prompt_dumps_it_and_exits_130() {
         "written before the model call"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_fanout_waits_for_the_arms_and_exits_130() {
+    let slow = || {
+        Reply::Slow(
+            Duration::from_secs(120),
+            json!({"choices": [{"finish_reason": "stop",
+                                "message": {"role": "assistant", "content": "late"}}]}),
+        )
+    };
+    let upstream = gateway(vec![slow(), slow(), slow()]).await;
+    let dir = Dir::new();
+    dir.write(
+        "p.md",
+        &format!(
+            "{}# Fan\n\n```lua\nmodels.default(\"writer\", \"a small instruction-following chat model\")\nstore.write(\"started.txt\", \"yes\")\n```\n\n## Gather\n\n```lua\nreturn fanout(\"## Arm\", {{\"a\", \"b\", \"c\"}})[1].text\n```\n\n## Arm\n\n---\n\nWrite about {{{{ item }}}}.\n",
+            frontmatter("fan")
+        ),
+    );
+    let live = Live::spawn(dir.path(), &["p.md"], &upstream);
+    let arrived = tokio::time::timeout(WAIT, async {
+        while upstream.requests().len() < 3 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(arrived.is_ok(), "{}", live.stderr().join("\n"));
+    live.interrupt();
+    let stderr = Arc::clone(&live.stderr);
+    assert_eq!(live.exit_code().await, Some(130));
+    for _ in 0..50 {
+        if stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("summary:"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stderr = stderr.lock().unwrap().join("\n");
+    assert!(stderr.contains("Fanout arm 1 started"), "{stderr}");
+    assert!(stderr.contains("dev run failed: "), "{stderr}");
+    assert!(stderr.contains("summary:"), "{stderr}");
+    assert!(dir.path().join("p.store/started.txt").exists());
+}
