@@ -8,7 +8,7 @@ use std::path::Path;
 use promptforge_core::CancelHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{Args, USAGE, UsageError};
+use crate::args::{Args, USAGE};
 use crate::capture;
 use crate::console::Console;
 use crate::env::GatewayEnv;
@@ -29,10 +29,6 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>) -> u8 {
     let console = Console::stderr();
     let args = match Args::parse(args) {
         Ok(args) => args,
-        Err(UsageError::Help) => {
-            let _ = writeln!(std::io::stdout(), "{USAGE}");
-            return EXIT_OK;
-        }
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "error: {error}\n\n{USAGE}");
             return EXIT_USAGE;

@@ -46,9 +46,6 @@ pub enum UsageError {
     /// An argument that is not valid UTF-8.
     #[error("an argument is not valid UTF-8")]
     NotUtf8,
-    /// `--help` was asked for; not a failure, but handled like one.
-    #[error("help requested")]
-    Help,
 }
 
 impl Args {
@@ -56,7 +53,8 @@ impl Args {
     ///
     /// Flags may come before or between positionals; `--` ends them. `-` alone is a
     /// positional. Anything else starting with `-` is an unknown flag, including the
-    /// removed `--context`, `--max-tokens` and `--no-think`.
+    /// removed `--context`, `--max-tokens` and `--no-think`, and `--help` (the guide allows
+    /// no other flag; the usage text comes with every refusal).
     pub fn parse<I>(args: I) -> Result<Self, UsageError>
     where
         I: IntoIterator<Item = OsString>,
@@ -75,7 +73,6 @@ impl Args {
                 "--" => flags_done = true,
                 "--watch" => watch = true,
                 "--capture-raw" => capture_raw = true,
-                "--help" | "-h" => return Err(UsageError::Help),
                 _ => return Err(UsageError::UnknownFlag(arg)),
             }
         }
@@ -119,7 +116,14 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_bad_shapes_are_refused() {
-        for flag in ["--context", "--max-tokens", "--no-think", "--watch=1", "-w"] {
+        for flag in [
+            "--context",
+            "--max-tokens",
+            "--no-think",
+            "--watch=1",
+            "-w",
+            "--help",
+        ] {
             assert_eq!(
                 parse(&[flag, "p.md"]),
                 Err(UsageError::UnknownFlag(flag.to_owned()))
