@@ -24,7 +24,7 @@ use crate::capture::TraceCapture;
 use crate::console::Console;
 use crate::dump::DumpTarget;
 use crate::env::GatewayEnv;
-use crate::observer::StderrObserver;
+use crate::observer::{RunStats, StderrObserver};
 
 /// The largest prompt file read, in bytes.
 pub const MAX_PROMPT_BYTES: u64 = 4 * 1024 * 1024;
@@ -142,6 +142,7 @@ impl Session {
             Ok(parsed) => parsed,
             Err(message) => {
                 console.line(&format!("dev run failed: {message}"));
+                console.line(&RunStats::default().summary(&id, started.elapsed(), 0));
                 return Outcome::Failed;
             }
         };
@@ -149,6 +150,7 @@ impl Session {
             Ok(target) => target,
             Err(error) => {
                 console.line(&format!("dev run failed: {error}"));
+                console.line(&RunStats::default().summary(&id, started.elapsed(), 0));
                 return Outcome::Failed;
             }
         };

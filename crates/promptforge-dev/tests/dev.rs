@@ -237,6 +237,11 @@ async fn a_file_without_promptforge_is_refused() {
         out.stderr
     );
     assert!(!dir.path().join("notes.store").exists());
+    let summary = out.stderr.lines().last().unwrap();
+    assert!(
+        summary.ends_with("0 model turns, tool calls: none, 0 files in the store"),
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
