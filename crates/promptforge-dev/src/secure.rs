@@ -74,18 +74,18 @@ impl SecureError {
 ///
 /// `base` is trusted and must exist. Each component below it is checked with
 /// `symlink_metadata`: a link is refused, a missing directory is created 0700, a
-/// non-directory is an error. Directories created here are owner-only; an existing dump
-/// root is restricted to 0700 as well.
+/// non-directory is an error. Directories created here are owner-only; existing ones on the
+/// way are restricted to 0700 as well.
 pub fn ensure_dir(base: &Path, components: &[&str]) -> Result<PathBuf, SecureError> {
     let mut current = base.to_path_buf();
-    for (depth, component) in components.iter().enumerate() {
+    for component in components {
         current.push(component);
         match fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(SecureError::Symlink { path: current });
             }
             Ok(meta) if meta.is_dir() => {
-                if depth == 0 && meta.permissions().mode() & 0o777 != DIR_MODE {
+                if meta.permissions().mode() & 0o777 != DIR_MODE {
                     fs::set_permissions(&current, fs::Permissions::from_mode(DIR_MODE))
                         .map_err(|e| SecureError::io("restricting", &current, e))?;
                 }
@@ -303,6 +303,8 @@ mod tests {
     #[test]
     fn writes_are_atomic_owner_only_and_leave_no_temporary() {
         let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir(base.path().join("root")).unwrap();
+        fs::set_permissions(base.path().join("root"), fs::Permissions::from_mode(0o755)).unwrap();
         let dir = ensure_dir(base.path(), &["root", "sub"]).unwrap();
         write_file(&dir, "f.txt", b"one").unwrap();
         write_file(&dir, "f.txt", b"two").unwrap();
