@@ -261,6 +261,27 @@ async fn an_unreachable_gateway_fails_at_the_catalog() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_is_never_printed() {
+    let upstream = gateway(vec![]).await;
+    let dir = Dir::new();
+    dir.write("p.md", &echo_prompt("x"));
+    let wrong = "sekrit-wrong-key-4242";
+    let out = run(dir.path(), &["p.md"], Some(&upstream.url), Some(wrong)).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("error: cannot fetch the model catalog from the gateway:"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("sekrit") && !out.stdout.contains("sekrit"),
+        "{}",
+        out.stderr
+    );
+}
+
 // ---------------------------------------------------------------------------- a run
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -577,6 +598,10 @@ async fn capture_raw_warns_and_writes_each_turn_verbatim() {
     assert_eq!(mode(&trace), 0o700);
     assert_eq!(mode(&trace.join("turn-1-request.json")), 0o600);
     assert_eq!(std::fs::read_dir(&trace).unwrap().count(), 2);
+    for name in ["turn-1-request.json", "turn-1-response.json"] {
+        let raw = std::fs::read_to_string(trace.join(name)).unwrap();
+        assert!(!raw.contains(KEY), "{name} holds the bearer key");
+    }
     assert!(!out.stderr.contains("dropped"), "{}", out.stderr);
 
     // Off by default: no trace is written, and the kept one is left alone.
