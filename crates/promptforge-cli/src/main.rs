@@ -5,6 +5,8 @@
 //! 130 when interrupted.
 #![forbid(unsafe_code)]
 
+mod check;
+
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +41,19 @@ enum Command {
         /// The input, passed to the prompt as `args` verbatim.
         input: Option<String>,
     },
+    /// Check prompt files without running them: every diagnostic as
+    /// `file:line:col: error[kind]: message`, then a summary; exit 1 when any file has a
+    /// problem.
+    ///
+    /// Directories are searched recursively for `*.md`; Markdown without a `promptforge:`
+    /// version is skipped there, and reported when named explicitly.
+    Check {
+        /// Files or directories (default: the current directory).
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = check::Format::Text)]
+        format: check::Format,
+    },
 }
 
 /// A failure with its exit status.
@@ -67,6 +82,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Run { file, input } => run(&file, input.as_deref().unwrap_or("")),
+        Command::Check { paths, format } => return check_command(&paths, format),
     };
     match outcome {
         Ok(result) => {
@@ -88,6 +104,24 @@ fn main() -> ExitCode {
             report(&failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// `promptforge check`: the report goes to stdout; exit 1 when anything failed.
+fn check_command(paths: &[PathBuf], format: check::Format) -> ExitCode {
+    let found = check::check(paths);
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(found.render(format).as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        report(&format!("cannot write the report: {error}"));
+        return ExitCode::from(1);
+    }
+    if found.failed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -70,6 +70,53 @@ async fn an_unreachable_catalog_is_a_clear_error() {
         stderr.starts_with("error: cannot fetch the model catalog from the gateway:"),
         "{stderr}"
     );
+    // The URL it could not reach is named, so a wrong port or a stopped gateway is obvious.
+    assert!(
+        stderr.contains(&format!("could not connect to {url}/v1/models")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_names_the_variable_that_holds_it() {
+    let upstream = Upstream::start(Vec::new()).await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_promptforge"))
+        .args(["run", "prompts/echo.md", "x"])
+        .current_dir(repo())
+        .env("PROMPTFORGE_GATEWAY_URL", &upstream.url)
+        .env("PROMPTFORGE_GATEWAY_API_KEY", "not-the-key")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("HTTP 401"), "{stderr}");
+    assert!(
+        stderr.contains("the gateway refused PROMPTFORGE_GATEWAY_API_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not-the-key"), "the key leaked: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_error_envelope_reaches_the_user() {
+    let upstream = Upstream::start(vec![support::Reply::Status(
+        502,
+        json!({"error": {"message": "endpoint local-openai unreachable (connection refused)",
+                         "type": "api_error", "code": "upstream_unreachable"}}),
+    )])
+    .await;
+    upstream.set_catalog(chat_catalog());
+    let output = promptforge(&["run", "prompts/greet.md", "World"], &upstream.url).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.stdout, b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "HTTP 502 upstream_unreachable: endpoint local-openai unreachable (connection refused)"
+        ),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,3 +47,8 @@ pub use prompt::{Prompt, Section};
 pub use resolve::ResolutionContext;
 pub use store::{Store, StoreError, StoreRef};
 pub use tools::{Tool, ToolCatalog, ToolError, ToolErrorKind, ToolId, ToolOutput};
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -271,6 +271,21 @@ async fn binding_mistakes_are_clear_errors() {
             "unknown model opt `speed`",
         ),
         ("absent", RunErrorKind::Binding, "no model matches"),
+        (
+            "absent",
+            RunErrorKind::Binding,
+            "models.bind(\"m\", \"a model that bakes",
+        ),
+        (
+            "default_absent",
+            RunErrorKind::Binding,
+            "models.default(\"m\", \"a model that bakes sourdough bread in a wood oven\"): no model matches",
+        ),
+        (
+            "default_constraints",
+            RunErrorKind::Binding,
+            "models.default(\"m\", \"a creative writing model\"): no catalog model",
+        ),
         ("bad_alias", RunErrorKind::Binding, "not a valid alias"),
         ("use_twice", RunErrorKind::Binding, "once per section"),
         (
@@ -515,8 +530,13 @@ async fn backend_and_transport_failures_keep_their_retryability() {
     let error = out.result.unwrap_err();
     assert_eq!(error.kind(), RunErrorKind::Model);
     assert!(error.is_retryable());
-    assert!(error.to_string().contains("HTTP 503"), "{error}");
-    assert!(!error.to_string().contains("secret upstream detail"));
+    // The gateway's own envelope message is shown, so a user sees what went wrong.
+    assert!(
+        error
+            .to_string()
+            .contains("HTTP 503: secret upstream detail"),
+        "{error}"
+    );
 
     let out = exec(
         "h1_prose.md",
@@ -564,6 +584,13 @@ async fn unreachable_gateways_are_retryable_transport_errors() {
     drop(listener);
     let client = GatewayClient::new(&url, KEY).unwrap();
     let prompt = load("h1_prose.md");
+    let missing = client.models(RequestLimits::default()).await.unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains(&format!("could not connect to {url}/v1/models")),
+        "{missing}"
+    );
     let error = run(
         &prompt,
         "",

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::logging::LogFormat;
+
 /// The environment variable naming the boot file when no CONFIG argument is given.
 pub const CONFIG_ENV: &str = "PROMPTFORGE_GATEWAY_CONFIG";
 
@@ -11,6 +13,16 @@ pub const CONFIG_ENV: &str = "PROMPTFORGE_GATEWAY_CONFIG";
 #[derive(Debug, Parser)]
 #[command(name = "promptforge-gateway", version, about)]
 pub struct Cli {
+    /// Log format on stderr: `text` (coloured only on a terminal) or `json` (one object a
+    /// line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        env = crate::logging::LOG_FORMAT_ENV
+    )]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -24,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod dialect;
 pub mod error;
+pub mod logging;
 pub mod relay;
 pub mod routes;
 pub mod search;

@@ -11,13 +11,7 @@ use promptforge_gateway::serve;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    promptforge_gateway::logging::init(cli.log_format);
     let Command::Serve { config, profile } = cli.command;
     let config = match cli::resolve_config(config) {
         Ok(path) => path,

@@ -78,3 +78,8 @@ pub use model::{
 pub use picker::{
     CandidateGroup, NearDuplicate, NearDuplicates, Outcome, Scored, Shortlist, ToolPicker,
 };
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -68,3 +68,8 @@ pub use extract::{
 pub use redact::redacted;
 pub use resolver::{HostLookup, SystemLookup};
 pub use tool::{FetchArgs, WIRE_NAME, WebFetch};
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -2,6 +2,11 @@
 
 use std::fmt;
 
+use reqwest::Url;
+
+/// How many characters of the gateway's error message a [`CompletionError`] quotes.
+pub(crate) const QUOTED_MESSAGE_CHARS: usize = 300;
+
 /// The class of a [`CompletionError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -36,8 +41,11 @@ impl CompletionErrorKind {
 
 /// A model call that failed.
 ///
-/// `Display` never includes the backend's error body: read it through
-/// [`CompletionError::backend_body`] when you want it.
+/// `Display` says what the gateway said in its own terms: for an error answer, the status
+/// plus the `code` and `message` of its OpenAI error envelope (quoted, with control
+/// characters escaped, capped at 300 characters); for a connection
+/// failure, the URL it could not reach. It never includes the raw body, which may echo
+/// request content: read that through [`CompletionError::backend_body`] when you want it.
 #[derive(Debug, Clone)]
 pub struct CompletionError {
     kind: CompletionErrorKind,
@@ -62,12 +70,22 @@ impl CompletionError {
         Self::new(CompletionErrorKind::Config, message)
     }
 
-    pub(crate) fn transport(error: &reqwest::Error, what: &str) -> Self {
+    pub(crate) fn transport(error: &reqwest::Error, what: &str, url: &Url) -> Self {
         let timeout = error.is_timeout();
         let reason = if timeout {
-            "the request timed out".to_owned()
+            format!("the request to {url} timed out")
         } else if error.is_connect() {
-            "could not connect".to_owned()
+            let mut cause = String::new();
+            let mut source = std::error::Error::source(error);
+            while let Some(inner) = source {
+                cause = inner.to_string();
+                source = inner.source();
+            }
+            if cause.is_empty() {
+                format!("could not connect to {url}; is the gateway running?")
+            } else {
+                format!("could not connect to {url} ({cause}); is the gateway running?")
+            }
         } else {
             // reqwest errors can carry the URL; keep only the cause chain.
             let mut cause = String::new();
@@ -88,14 +106,23 @@ impl CompletionError {
         }
     }
 
-    pub(crate) fn backend(status: u16, what: &str, body: String) -> Self {
+    pub(crate) fn backend(status: u16, what: &str, key_source: &str, body: String) -> Self {
+        let mut message = format!("{what}: the gateway answered HTTP {status}");
+        if let Some((code, said)) = envelope(&body) {
+            match code {
+                Some(code) => message.push_str(&format!(" {code}: {said}")),
+                None => message.push_str(&format!(": {said}")),
+            }
+        }
+        if status == 401 || status == 403 {
+            message.push_str(&format!(
+                "; the gateway refused {key_source}: check that it matches the gateway's [server] api_key"
+            ));
+        }
         Self {
             status: Some(status),
             body: Some(body),
-            ..Self::new(
-                CompletionErrorKind::Backend,
-                format!("{what}: the gateway answered HTTP {status}"),
-            )
+            ..Self::new(CompletionErrorKind::Backend, message)
         }
     }
 
@@ -149,3 +176,81 @@ impl fmt::Display for CompletionError {
 }
 
 impl std::error::Error for CompletionError {}
+
+/// The `code` and `message` of an OpenAI error envelope `{"error": {"message", "code"}}`,
+/// quoted safely (capped, control characters escaped); `None` when the body is not one.
+fn envelope(body: &str) -> Option<(Option<String>, String)> {
+    let json: serde_json::Value = serde_json::from_str(body).ok()?;
+    let error = json.get("error")?;
+    let message = error.get("message")?.as_str()?;
+    let code = error
+        .get("code")
+        .and_then(serde_json::Value::as_str)
+        .filter(|code| !code.is_empty())
+        .map(|code| quote(code, 64));
+    Some((code, quote(message, QUOTED_MESSAGE_CHARS)))
+}
+
+/// At most `max` characters of `text`, control characters escaped, `…` when cut.
+fn quote(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (count, c) in text.chars().enumerate() {
+        if count == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_errors_show_the_envelope_code_and_message() {
+        let body = r#"{"error":{"message":"endpoint local-openai unreachable (connection refused)","type":"api_error","code":"upstream_unreachable"}}"#;
+        let error = CompletionError::backend(502, "chat completion", "KEY", body.to_owned());
+        assert_eq!(
+            error.to_string(),
+            "chat completion: the gateway answered HTTP 502 upstream_unreachable: endpoint local-openai unreachable (connection refused)"
+        );
+    }
+
+    #[test]
+    fn refused_keys_name_where_the_key_came_from() {
+        let body = r#"{"error":{"message":"missing or invalid bearer token","type":"authentication_error","code":"unauthorized"}}"#;
+        let error = CompletionError::backend(
+            401,
+            "model catalog",
+            "PROMPTFORGE_GATEWAY_API_KEY",
+            body.to_owned(),
+        );
+        let text = error.to_string();
+        assert!(text.contains("HTTP 401 unauthorized: missing or invalid bearer token"), "{text}");
+        assert!(text.contains("the gateway refused PROMPTFORGE_GATEWAY_API_KEY"), "{text}");
+    }
+
+    #[test]
+    fn non_envelope_bodies_are_never_quoted() {
+        let error = CompletionError::backend(500, "chat completion", "KEY", "secret echo".into());
+        assert_eq!(error.to_string(), "chat completion: the gateway answered HTTP 500");
+        assert_eq!(error.backend_body(), Some("secret echo"));
+    }
+
+    #[test]
+    fn quoted_messages_are_capped_and_escaped() {
+        let long = "x".repeat(QUOTED_MESSAGE_CHARS + 50);
+        let body = serde_json::json!({"error": {"message": format!("a\nb\u{0}{long}")}}).to_string();
+        let text = CompletionError::backend(503, "w", "K", body).to_string();
+        assert!(text.contains("a\\nb\\u{0}"), "{text}");
+        assert!(!text.contains('\n'));
+        assert!(text.ends_with('…'), "{text}");
+        assert!(text.chars().count() < QUOTED_MESSAGE_CHARS + 60);
+    }
+}

@@ -51,9 +51,12 @@ pub struct GatewayClient {
     inner: Option<Arc<Inner>>,
 }
 
+#[derive(Clone)]
 struct Inner {
     base: Url,
     key: Secret,
+    /// Where the key came from, named when the gateway refuses it.
+    key_source: String,
     http: reqwest::Client,
 }
 
@@ -99,9 +102,27 @@ impl GatewayClient {
             inner: Some(Arc::new(Inner {
                 base,
                 key: Secret::new(key),
+                key_source: "the gateway API key".to_owned(),
                 http,
             })),
         })
+    }
+
+    /// Names where the key came from (an environment variable, a config key), so that a
+    /// gateway refusing it (HTTP 401 or 403) is reported as "the gateway refused the key in
+    /// `source`". [`GatewayClient::from_env`] sets `PROMPTFORGE_GATEWAY_API_KEY`.
+    #[must_use]
+    pub fn with_key_source(self, source: impl Into<String>) -> Self {
+        let Some(inner) = self.inner else {
+            return self;
+        };
+        let inner = Arc::unwrap_or_clone(inner);
+        Self {
+            inner: Some(Arc::new(Inner {
+                key_source: source.into(),
+                ..inner
+            })),
+        }
     }
 
     /// A client from `PROMPTFORGE_GATEWAY_URL` and `PROMPTFORGE_GATEWAY_API_KEY`; neither
@@ -127,7 +148,8 @@ impl GatewayClient {
     ) -> Result<Option<Self>, CompletionError> {
         match (url, key) {
             (None, None) => Ok(None),
-            (Some(url), Some(key)) => Self::new(&url, &key).map(Some),
+            (Some(url), Some(key)) => Self::new(&url, &key)
+                .map(|client| Some(client.with_key_source(KEY_VAR))),
             (None, Some(_)) => Err(CompletionError::config(format!(
                 "{KEY_VAR} is set but {URL_VAR} is missing or empty; both are required to reach the gateway"
             ))),
@@ -181,13 +203,13 @@ impl GatewayClient {
         let url = inner.url("v1/models")?;
         let response = inner
             .http
-            .get(url)
+            .get(url.clone())
             .bearer_auth(inner.key.expose())
             .timeout(limits.timeout)
             .send()
             .await
-            .map_err(|e| CompletionError::transport(&e, what))?;
-        let body = read_body(response, limits, what).await?;
+            .map_err(|e| CompletionError::transport(&e, what, &url))?;
+        let body = read_body(response, limits, &Call::new(inner, what, &url)).await?;
         ModelCatalog::from_models_json(&body).map_err(|e| CompletionError::malformed(what, e))
     }
 
@@ -214,14 +236,14 @@ impl GatewayClient {
         let url = inner.url(path)?;
         let response = inner
             .http
-            .post(url)
+            .post(url.clone())
             .bearer_auth(inner.key.expose())
             .timeout(limits.timeout)
             .json(body)
             .send()
             .await
-            .map_err(|e| CompletionError::transport(&e, what))?;
-        let bytes = read_body(response, limits, what).await?;
+            .map_err(|e| CompletionError::transport(&e, what, &url))?;
+        let bytes = read_body(response, limits, &Call::new(inner, what, &url)).await?;
         serde_json::from_slice(&bytes).map_err(|e| CompletionError::malformed(what, e))
     }
 }
@@ -234,12 +256,30 @@ impl Inner {
     }
 }
 
+/// What one request was, for its error messages.
+struct Call<'a> {
+    what: &'a str,
+    url: &'a Url,
+    key_source: &'a str,
+}
+
+impl<'a> Call<'a> {
+    fn new(inner: &'a Inner, what: &'a str, url: &'a Url) -> Self {
+        Self {
+            what,
+            url,
+            key_source: &inner.key_source,
+        }
+    }
+}
+
 /// Reads a response body up to the byte cap; non-success statuses become backend errors.
 async fn read_body(
     response: reqwest::Response,
     limits: RequestLimits,
-    what: &str,
+    call: &Call<'_>,
 ) -> Result<Vec<u8>, CompletionError> {
+    let what = call.what;
     let status = response.status();
     let too_large = || {
         CompletionError::malformed(
@@ -259,7 +299,7 @@ async fn read_body(
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| CompletionError::transport(&e, what))?;
+        let chunk = chunk.map_err(|e| CompletionError::transport(&e, what, call.url))?;
         if (body.len() + chunk.len()) as u64 > limits.max_response_bytes {
             return Err(too_large());
         }
@@ -269,6 +309,7 @@ async fn read_body(
         return Err(CompletionError::backend(
             status.as_u16(),
             what,
+            call.key_source,
             String::from_utf8_lossy(&body).into_owned(),
         ));
     }

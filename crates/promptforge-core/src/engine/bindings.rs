@@ -159,6 +159,26 @@ impl ModelOpts {
     }
 }
 
+/// Which Lua function declared a model binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Declaration {
+    /// `models.bind(alias, description, opts)`: a named binding.
+    Bind,
+    /// `models.default(alias, description, opts)`: a named binding that is also the run's
+    /// default model.
+    Default,
+}
+
+impl Declaration {
+    /// The Lua function's name, as error messages quote it.
+    pub(crate) fn function(self) -> &'static str {
+        match self {
+            Self::Bind => "models.bind",
+            Self::Default => "models.default",
+        }
+    }
+}
+
 /// Resolves model descriptions over filtered catalogs, caching one picker per filter.
 pub(crate) struct ModelResolver {
     picker: Option<ToolPicker>,
@@ -178,10 +198,12 @@ impl ModelResolver {
     /// Filters the catalog by `opts`, then resolves `description` semantically.
     pub(crate) fn resolve(
         &mut self,
+        declaration: Declaration,
         alias: &str,
         description: &str,
         opts: &ModelOpts,
     ) -> Result<ModelBinding, RunError> {
+        let call = declaration.function();
         let admitted: Vec<&ModelDescriptor> =
             self.catalog.iter().filter(|m| opts.admits(m)).collect();
         if admitted.is_empty() {
@@ -192,7 +214,7 @@ impl ModelResolver {
                 format!("no catalog model is one of the {}", opts.describe())
             };
             return Err(binding_error(format!(
-                "models.bind(\"{alias}\", \"{description}\"): {reason}"
+                "{call}(\"{alias}\", \"{description}\"): {reason}"
             )));
         }
         let Some(base) = &self.picker else {
@@ -221,7 +243,7 @@ impl ModelResolver {
             Outcome::Bind(tool) => tool.name().to_owned(),
             Outcome::Absent => {
                 return Err(binding_error(format!(
-                    "models.bind(\"{alias}\", \"{description}\"): no model matches this description \
+                    "{call}(\"{alias}\", \"{description}\"): no model matches this description \
                      among {}: {}",
                     opts.describe(),
                     listing(&key.iter().map(String::as_str).collect::<Vec<_>>())
@@ -230,7 +252,7 @@ impl ModelResolver {
             Outcome::Duplicate(group) => {
                 let names: Vec<&str> = group.iter().map(|t| t.name()).collect();
                 return Err(binding_error(format!(
-                    "models.bind(\"{alias}\", \"{description}\"): the matching models {} are \
+                    "{call}(\"{alias}\", \"{description}\"): the matching models {} are \
                      near-duplicates of each other; the catalog should tell them apart",
                     listing(&names)
                 )));
@@ -238,7 +260,7 @@ impl ModelResolver {
             Outcome::Ambiguous(group) => {
                 let names: Vec<&str> = group.iter().map(|t| t.name()).collect();
                 return Err(binding_error(format!(
-                    "models.bind(\"{alias}\", \"{description}\"): the description is ambiguous \
+                    "{call}(\"{alias}\", \"{description}\"): the description is ambiguous \
                      between {}; describe the one you want more precisely",
                     listing(&names)
                 )));

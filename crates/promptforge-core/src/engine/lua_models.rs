@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use mlua::{Function, Lua, Table, Value};
 
-use super::bindings::{ModelBinding, ModelOpts, binding_error, check_alias};
+use super::bindings::{Declaration, ModelBinding, ModelOpts, binding_error, check_alias};
 use super::unit::Unit;
 use super::values::raise;
 use super::vm::HELPERS_KEY;
@@ -76,8 +76,9 @@ fn declare(
     alias: &str,
     description: &str,
     raw_opts: Value,
-    make_default: bool,
+    declaration: Declaration,
 ) -> Result<Arc<ModelBinding>, RunError> {
+    let make_default = declaration == Declaration::Default;
     check_alias(alias)?;
     let opts = opts(raw_opts)?;
     {
@@ -89,7 +90,10 @@ fn declare(
             )));
         }
     }
-    let binding = Arc::new(unit.run.resolver().resolve(alias, description, &opts)?);
+    let binding = Arc::new(unit
+        .run
+        .resolver()
+        .resolve(declaration, alias, description, &opts)?);
     let mut bindings = unit.run.bindings();
     // Re-check under the lock: a concurrent arm may have declared meanwhile.
     bindings.check_free(alias)?;
@@ -114,7 +118,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         lua.create_function(
             move |lua, (alias, description, raw): (String, String, Value)| {
                 let binding =
-                    declare(&u, &alias, &description, raw, false).map_err(|e| raise(lua, e))?;
+                    declare(&u, &alias, &description, raw, Declaration::Bind).map_err(|e| raise(lua, e))?;
                 handle(lua, &binding)
             },
         )?,
@@ -126,7 +130,7 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         lua.create_function(
             move |lua, (alias, description, raw): (String, Option<String>, Value)| {
                 let binding = match description {
-                    Some(description) => declare(&u, &alias, &description, raw, true),
+                    Some(description) => declare(&u, &alias, &description, raw, Declaration::Default),
                     None => {
                         let mut bindings = u.run.bindings();
                         bindings.model(&alias).and_then(|binding| {

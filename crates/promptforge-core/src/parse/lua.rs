@@ -20,6 +20,9 @@ struct Pending {
     line: usize,
 }
 
+/// The chunk name syntax errors are recompiled under: short, so Lua never cuts it.
+const ERROR_CHUNK_NAME: &str = "=prompt";
+
 pub(crate) struct Compiler {
     lua: Lua,
     chunk_name: String,
@@ -56,12 +59,13 @@ impl Compiler {
             .set_name(self.chunk_name.as_str())
             .into_function()
         {
-            // The error path only: recompile with padding for the absolute line.
+            // The error path only: recompile with padding for the absolute line, under a
+            // short name (Lua cuts chunk names longer than 60 bytes out of its messages).
             let padded = format!("{}{code}", "\n".repeat(line.saturating_sub(1)));
             let error = self
                 .lua
                 .load(padded)
-                .set_name(self.chunk_name.as_str())
+                .set_name(ERROR_CHUNK_NAME)
                 .into_function()
                 .err()
                 .unwrap_or(error);
@@ -133,10 +137,10 @@ impl Compiler {
             mlua::Error::SyntaxError { message, .. } => message.clone(),
             other => other.to_string(),
         };
-        // Lua reports `origin:LINE: message`; keep the message and the absolute line.
-        let rest = raw
-            .strip_prefix(self.origin.as_str())
-            .and_then(|r| r.strip_prefix(':'))
+        // Lua reports `name:LINE: message`; keep the message and the absolute line.
+        let rest = [&ERROR_CHUNK_NAME[1..], self.origin.as_str()]
+            .iter()
+            .find_map(|name| raw.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
             .unwrap_or(&raw);
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         let (at, message) = match rest[..digits].parse::<usize>() {

@@ -4,6 +4,7 @@
 //! (heading levels, fences, thematic breaks, list items) follows CommonMark and every
 //! diagnostic carries a byte span and a line.
 
+mod check;
 mod error;
 mod frontmatter;
 mod lines;
@@ -14,6 +15,7 @@ use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
+pub use check::{Diagnostic, MAX_DIAGNOSTICS, check};
 pub use error::{ParseError, ParseErrorKind};
 pub use frontmatter::{FileDeclaration, Frontmatter, SUPPORTED_MAJOR, promptforge_version};
 

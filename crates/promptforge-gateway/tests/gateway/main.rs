@@ -9,6 +9,7 @@ mod admin;
 mod boot;
 mod dominions;
 mod harness;
+mod logs;
 mod openai_sdk;
 mod routes;
 mod shipped;
