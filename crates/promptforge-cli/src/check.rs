@@ -69,7 +69,11 @@ impl Report {
                         p.file, p.line, p.column, p.kind, p.message
                     );
                 }
-                let noun = if self.checked == 1 { "prompt" } else { "prompts" };
+                let noun = if self.checked == 1 {
+                    "prompt"
+                } else {
+                    "prompts"
+                };
                 let _ = if self.failed() {
                     writeln!(
                         out,
@@ -111,7 +115,11 @@ pub(crate) fn check(paths: &[PathBuf]) -> Report {
     let mut files: Vec<(PathBuf, Origin)> = Vec::new();
     let mut problems = Vec::new();
     let defaults = [PathBuf::from(".")];
-    let roots = if paths.is_empty() { &defaults[..] } else { paths };
+    let roots = if paths.is_empty() {
+        &defaults[..]
+    } else {
+        paths
+    };
     for root in roots {
         match std::fs::metadata(root) {
             Ok(meta) if meta.is_dir() => collect(root, &mut files, &mut problems),

@@ -47,9 +47,7 @@ fn every_problem_in_a_file_is_listed_in_editor_format() {
     write(
         dir.path(),
         "bad.md",
-        &format!(
-            "{HEAD}# T\n\n## A\n\nHello {{{{ x. }}}}\n\n```lua\nlocal = 1\n```\n\n## A\n"
-        ),
+        &format!("{HEAD}# T\n\n## A\n\nHello {{{{ x. }}}}\n\n```lua\nlocal = 1\n```\n\n## A\n"),
     );
     let output = check_in(dir.path(), &["bad.md"]);
     assert_eq!(output.status.code(), Some(1));
@@ -69,10 +67,26 @@ fn every_problem_in_a_file_is_listed_in_editor_format() {
 #[test]
 fn a_mixed_tree_skips_plain_markdown_and_hidden_directories() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "good.md", &format!("{HEAD}# T\n\n```lua\nreturn 1\n```\n"));
-    write(dir.path(), "sub/deeper/broken.md", &format!("{HEAD}# T\n\n#### Deep\n"));
-    write(dir.path(), "notes/README.md", "# Just notes\n\nNot a prompt.\n");
-    write(dir.path(), ".hidden/broken.md", &format!("{HEAD}no title\n"));
+    write(
+        dir.path(),
+        "good.md",
+        &format!("{HEAD}# T\n\n```lua\nreturn 1\n```\n"),
+    );
+    write(
+        dir.path(),
+        "sub/deeper/broken.md",
+        &format!("{HEAD}# T\n\n#### Deep\n"),
+    );
+    write(
+        dir.path(),
+        "notes/README.md",
+        "# Just notes\n\nNot a prompt.\n",
+    );
+    write(
+        dir.path(),
+        ".hidden/broken.md",
+        &format!("{HEAD}no title\n"),
+    );
     write(dir.path(), "sub/data.txt", "not markdown");
     let output = check_in(dir.path(), &[]);
     assert_eq!(output.status.code(), Some(1));
@@ -110,7 +124,10 @@ fn named_files_are_reported_even_when_not_prompts() {
         stdout.contains("notes.md:1:1: error[not_a_prompt]: not a promptforge prompt"),
         "{stdout}"
     );
-    assert!(stdout.contains("missing.md:1:1: error[io]: cannot read it:"), "{stdout}");
+    assert!(
+        stdout.contains("missing.md:1:1: error[io]: cannot read it:"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -145,6 +162,12 @@ fn oversized_and_non_regular_files_are_refused() {
     let output = check_in(dir.path(), &["big.md", "/dev/null"]);
     assert_eq!(output.status.code(), Some(1));
     let stdout = text(&output.stdout);
-    assert!(stdout.contains("big.md:1:1: error[io]: the file is"), "{stdout}");
-    assert!(stdout.contains("/dev/null:1:1: error[io]: not a regular file"), "{stdout}");
+    assert!(
+        stdout.contains("big.md:1:1: error[io]: the file is"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("/dev/null:1:1: error[io]: not a regular file"),
+        "{stdout}"
+    );
 }

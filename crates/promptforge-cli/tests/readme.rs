@@ -78,7 +78,12 @@ fn every_prompt_a_readme_shows_is_a_real_file_that_checks_clean() {
             });
             let file = std::fs::read_to_string(repo().join(&marker))
                 .unwrap_or_else(|e| panic!("{}: {marker}: {e}", readme.display()));
-            assert_eq!(body, file, "{} shows {marker} differently", readme.display());
+            assert_eq!(
+                body,
+                file,
+                "{} shows {marker} differently",
+                readme.display()
+            );
             let output = promptforge(&["check", &marker]);
             assert!(
                 output.status.success(),
@@ -94,7 +99,11 @@ fn every_prompt_a_readme_shows_is_a_real_file_that_checks_clean() {
 #[test]
 fn the_route_example_runs_without_a_model_when_there_is_nothing_to_do() {
     let output = promptforge(&["run", "prompts/route.md"]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(output.stdout, b"nothing to do");
 }
 
@@ -125,7 +134,9 @@ fn install_commands() -> Vec<String> {
 fn the_install_sections_commands_run_as_written() {
     let commands = install_commands();
     assert!(commands.len() >= 2, "{commands:?}");
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_promptforge")).parent().unwrap();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_promptforge"))
+        .parent()
+        .unwrap();
     let path = format!(
         "{}:{}",
         bin_dir.display(),
@@ -162,7 +173,10 @@ fn the_install_script_installs_every_binary_crate() {
         let ships_a_binary = manifest.contains("[[bin]]") || dir.join("src/main.rs").exists();
         let unpublished = name.ends_with("-tests");
         if ships_a_binary && !unpublished {
-            assert!(script.contains(&name), "scripts/install.sh does not install {name}");
+            assert!(
+                script.contains(&name),
+                "scripts/install.sh does not install {name}"
+            );
         }
     }
 }

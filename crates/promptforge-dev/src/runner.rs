@@ -98,7 +98,8 @@ impl Session {
         capture_raw: bool,
     ) -> Result<Self, SessionError> {
         let client = GatewayClient::new(&env.url, env.key.expose())
-            .map_err(|e| SessionError::Gateway(e.to_string()))?;
+            .map_err(|e| SessionError::Gateway(e.to_string()))?
+            .with_key_source(promptforge_core::client::KEY_VAR);
         let models = client
             .models(RequestLimits::default())
             .await

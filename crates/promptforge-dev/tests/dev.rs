@@ -280,6 +280,12 @@ async fn a_refused_key_is_never_printed() {
         "{}",
         out.stderr
     );
+    assert!(
+        out.stderr
+            .contains("the gateway refused PROMPTFORGE_GATEWAY_API_KEY"),
+        "{}",
+        out.stderr
+    );
 }
 
 // ---------------------------------------------------------------------------- a run

@@ -232,21 +232,31 @@ mod tests {
             body.to_owned(),
         );
         let text = error.to_string();
-        assert!(text.contains("HTTP 401 unauthorized: missing or invalid bearer token"), "{text}");
-        assert!(text.contains("the gateway refused PROMPTFORGE_GATEWAY_API_KEY"), "{text}");
+        assert!(
+            text.contains("HTTP 401 unauthorized: missing or invalid bearer token"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the gateway refused PROMPTFORGE_GATEWAY_API_KEY"),
+            "{text}"
+        );
     }
 
     #[test]
     fn non_envelope_bodies_are_never_quoted() {
         let error = CompletionError::backend(500, "chat completion", "KEY", "secret echo".into());
-        assert_eq!(error.to_string(), "chat completion: the gateway answered HTTP 500");
+        assert_eq!(
+            error.to_string(),
+            "chat completion: the gateway answered HTTP 500"
+        );
         assert_eq!(error.backend_body(), Some("secret echo"));
     }
 
     #[test]
     fn quoted_messages_are_capped_and_escaped() {
         let long = "x".repeat(QUOTED_MESSAGE_CHARS + 50);
-        let body = serde_json::json!({"error": {"message": format!("a\nb\u{0}{long}")}}).to_string();
+        let body =
+            serde_json::json!({"error": {"message": format!("a\nb\u{0}{long}")}}).to_string();
         let text = CompletionError::backend(503, "w", "K", body).to_string();
         assert!(text.contains("a\\nb\\u{0}"), "{text}");
         assert!(!text.contains('\n'));

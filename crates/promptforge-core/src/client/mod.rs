@@ -148,8 +148,9 @@ impl GatewayClient {
     ) -> Result<Option<Self>, CompletionError> {
         match (url, key) {
             (None, None) => Ok(None),
-            (Some(url), Some(key)) => Self::new(&url, &key)
-                .map(|client| Some(client.with_key_source(KEY_VAR))),
+            (Some(url), Some(key)) => {
+                Self::new(&url, &key).map(|client| Some(client.with_key_source(KEY_VAR)))
+            }
             (None, Some(_)) => Err(CompletionError::config(format!(
                 "{KEY_VAR} is set but {URL_VAR} is missing or empty; both are required to reach the gateway"
             ))),

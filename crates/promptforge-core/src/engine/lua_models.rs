@@ -90,10 +90,11 @@ fn declare(
             )));
         }
     }
-    let binding = Arc::new(unit
-        .run
-        .resolver()
-        .resolve(declaration, alias, description, &opts)?);
+    let binding = Arc::new(
+        unit.run
+            .resolver()
+            .resolve(declaration, alias, description, &opts)?,
+    );
     let mut bindings = unit.run.bindings();
     // Re-check under the lock: a concurrent arm may have declared meanwhile.
     bindings.check_free(alias)?;
@@ -117,8 +118,8 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "bind",
         lua.create_function(
             move |lua, (alias, description, raw): (String, String, Value)| {
-                let binding =
-                    declare(&u, &alias, &description, raw, Declaration::Bind).map_err(|e| raise(lua, e))?;
+                let binding = declare(&u, &alias, &description, raw, Declaration::Bind)
+                    .map_err(|e| raise(lua, e))?;
                 handle(lua, &binding)
             },
         )?,

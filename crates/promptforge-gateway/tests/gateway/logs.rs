@@ -31,7 +31,10 @@ async fn logs_of(args_before: &[&str], env: &[(String, String)]) -> String {
 async fn text_logs_carry_no_colour_codes_off_a_terminal() {
     let logs = logs_of(&[], &base_env()).await;
     assert!(logs.contains("INFO"), "{logs}");
-    assert!(!logs.contains('\u{1b}'), "ANSI escapes in piped logs: {logs:?}");
+    assert!(
+        !logs.contains('\u{1b}'),
+        "ANSI escapes in piped logs: {logs:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -60,7 +63,14 @@ async fn json_logs_are_one_object_a_line() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_log_format_is_a_usage_error() {
     let (code, stderr) = run_to_exit(
-        &["--log-format", "xml", "serve", "x.toml", "--profile", "main"],
+        &[
+            "--log-format",
+            "xml",
+            "serve",
+            "x.toml",
+            "--profile",
+            "main",
+        ],
         &base_env(),
     )
     .await;
