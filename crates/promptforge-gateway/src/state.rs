@@ -244,7 +244,14 @@ pub struct Booted {
 /// Boot sequence up to (not including) binding: env files, boot `[server]`, the profile's
 /// include chain, validation and routing table.
 pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
-    let source = config::profile_source(boot_file, profile)?;
+    let source = config::profile_source(boot_file, profile).map_err(|err| {
+        // On the command line the name came from `--profile`.
+        if err.kind() == ConfigErrorKind::ProfileName {
+            err.with_key("--profile")
+        } else {
+            err
+        }
+    })?;
     let mut env = EnvLayers::new();
     env.load_file(&source.env_file)?;
     let stem = boot_file
@@ -316,7 +323,7 @@ impl AppState {
         let mut env_guard = self.inner.switch.lock().await;
         let boot = &self.inner.boot;
         let source = config::profile_source(boot, name).map_err(|err| match err.kind() {
-            ConfigErrorKind::Profile if err.key().is_some() => SwitchError::InvalidName(err),
+            ConfigErrorKind::ProfileName => SwitchError::InvalidName(err),
             _ => SwitchError::Unknown(err),
         })?;
         let mut env = env_guard.clone();
