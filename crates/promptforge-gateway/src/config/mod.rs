@@ -146,7 +146,7 @@ pub struct ServerLimits {
     pub header_read_timeout: Duration,
     /// How long a kept-alive connection may sit idle between requests (default 60 s).
     pub keep_alive_timeout: Duration,
-    /// Open client connections at once; one more is answered 503 and closed (default 512).
+    /// Open client connections at once; one more is answered 503 and closed (default 1024).
     pub max_connections: usize,
     /// Largest request head (request line plus headers) in bytes (default 64 KiB).
     pub max_header_bytes: usize,
@@ -160,7 +160,7 @@ impl Default for ServerLimits {
         Self {
             header_read_timeout: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(60),
-            max_connections: 512,
+            max_connections: 1024,
             max_header_bytes: 64 * 1024,
             drain_timeout: Duration::from_secs(10),
         }
