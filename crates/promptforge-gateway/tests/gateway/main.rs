@@ -8,6 +8,7 @@
 mod admin;
 mod boot;
 mod dominions;
+mod hardening;
 mod harness;
 mod openai_sdk;
 mod routes;
