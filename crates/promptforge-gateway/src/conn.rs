@@ -156,7 +156,11 @@ async fn serve_connection(
     mut closing: watch::Receiver<bool>,
 ) {
     let tracker = Arc::new(Tracker::new());
-    let io = TokioIo::new(Watched::new(stream, tracker.clone(), limits.max_header_bytes));
+    let io = TokioIo::new(Watched::new(
+        stream,
+        tracker.clone(),
+        limits.max_header_bytes,
+    ));
     let service_tracker = tracker.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let guard = service_tracker.begin();
@@ -366,7 +370,9 @@ fn replacement(buf: &[u8], max_header_bytes: usize) -> Option<Vec<u8>> {
     if head_end + 4 != buf.len() {
         return None;
     }
-    let head = std::str::from_utf8(&buf[..head_end]).ok()?.to_ascii_lowercase();
+    let head = std::str::from_utf8(&buf[..head_end])
+        .ok()?
+        .to_ascii_lowercase();
     let status = head.strip_prefix("http/1.1 ")?.get(..3)?;
     if !head.contains("\r\ncontent-length: 0") || head.contains("\r\ncontent-type:") {
         return None;
@@ -457,7 +463,10 @@ mod tests {
         let bare = b"HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
         let replaced = String::from_utf8(replacement(bare, 65536).unwrap()).unwrap();
         assert!(replaced.starts_with("HTTP/1.1 431 "), "{replaced}");
-        assert!(replaced.contains("\"code\":\"headers_too_large\""), "{replaced}");
+        assert!(
+            replaced.contains("\"code\":\"headers_too_large\""),
+            "{replaced}"
+        );
         let bad = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
         assert!(replacement(bad, 65536).is_some());
         let ours = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 0\r\n\r\n";

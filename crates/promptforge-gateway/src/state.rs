@@ -9,9 +9,9 @@ use crate::config::{
     self, Config, ConfigError, ConfigErrorKind, EndpointConfig, EnvLayers, ModelBackend,
     ModelConfig, ServerConfig, ServerLimits,
 };
-use crate::shutdown::{Shutdown, ShutdownTrigger};
 use crate::error::ApiError;
 use crate::secret::Secret;
+use crate::shutdown::{Shutdown, ShutdownTrigger};
 
 /// One upstream endpoint with its two HTTP clients.
 #[derive(Debug)]

@@ -22,9 +22,7 @@ pub(crate) fn not_a_file(path: &Path) -> Option<String> {
         Ok(meta) if meta.is_file() => None,
         Ok(meta) if meta.is_dir() => Some("is a directory, not a file".to_owned()),
         Ok(_) => Some("is not a regular file (a device, socket or pipe)".to_owned()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            Some("does not exist".to_owned())
-        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some("does not exist".to_owned()),
         Err(err) => Some(format!("cannot be opened: {}", err.kind())),
     }
 }
@@ -37,8 +35,7 @@ pub(crate) fn read_text(
     what: &str,
     missing_ok: bool,
 ) -> Result<Option<String>, ConfigError> {
-    let io_error =
-        |message: String| ConfigError::new(ConfigErrorKind::Io, path, None, message);
+    let io_error = |message: String| ConfigError::new(ConfigErrorKind::Io, path, None, message);
     if missing_ok && !path.exists() {
         return Ok(None);
     }
@@ -91,11 +88,7 @@ pub(crate) fn toml_error(text: &str, err: &toml::de::Error) -> String {
         Some(span) => {
             let before = text.get(..span.start).unwrap_or(text);
             let line = before.matches('\n').count() + 1;
-            let column = before
-                .rsplit('\n')
-                .next()
-                .map_or(0, |l| l.chars().count())
-                + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
             format!("TOML error at line {line}, column {column}: {message}")
         }
         None => format!("TOML error: {message}"),
@@ -118,7 +111,10 @@ mod tests {
         let text = "a = 1\nroot:x:0:0:root:/root:/bin/bash\n";
         let err = toml::from_str::<toml::Value>(text).unwrap_err();
         let message = toml_error(text, &err);
-        assert!(message.starts_with("TOML error at line 2, column"), "{message}");
+        assert!(
+            message.starts_with("TOML error at line 2, column"),
+            "{message}"
+        );
         assert!(!message.contains("/bin/bash"), "{message}");
     }
 
@@ -127,7 +123,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = read_text(dir.path(), "file", false).unwrap_err();
         assert!(err.to_string().contains("is a directory"), "{err}");
-        assert!(read_text(&dir.path().join("nope"), "file", true).unwrap().is_none());
+        assert!(
+            read_text(&dir.path().join("nope"), "file", true)
+                .unwrap()
+                .is_none()
+        );
         if Path::new("/dev/zero").exists() {
             let err = read_text(Path::new("/dev/zero"), "file", false).unwrap_err();
             assert!(err.to_string().contains("not a regular file"), "{err}");

@@ -8,7 +8,9 @@ use super::interpolate::{InterpolateError, interpolate_value};
 use super::raw::{
     RawDominion, RawEndpoint, RawFile, RawLocal, RawLocalModel, RawModel, RawServer, RawWebSearch,
 };
-use super::{Config, ConfigError, ConfigErrorKind, MAX_INCLUDE_FILES, ServerConfig, files, validate};
+use super::{
+    Config, ConfigError, ConfigErrorKind, MAX_INCLUDE_FILES, ServerConfig, files, validate,
+};
 
 /// The deepest include nesting accepted.
 pub(crate) const MAX_INCLUDE_DEPTH: usize = 16;
@@ -258,9 +260,7 @@ impl Merged {
             ours.header_read_timeout = server
                 .header_read_timeout
                 .or(ours.header_read_timeout.take());
-            ours.keep_alive_timeout = server
-                .keep_alive_timeout
-                .or(ours.keep_alive_timeout.take());
+            ours.keep_alive_timeout = server.keep_alive_timeout.or(ours.keep_alive_timeout.take());
             ours.max_connections = server.max_connections.or(ours.max_connections.take());
             ours.max_header_bytes = server.max_header_bytes.or(ours.max_header_bytes.take());
             ours.drain_timeout = server.drain_timeout.or(ours.drain_timeout.take());
@@ -385,7 +385,10 @@ fn resolve(path: &Path, depth: usize, walk: &mut Walk, env: &EnvLayers) -> Resul
                 ConfigErrorKind::Include,
                 &canonical,
                 Some(format!("include[{i}]")),
-                format!("included file `{}` {why}", files::quote(&target.display().to_string())),
+                format!(
+                    "included file `{}` {why}",
+                    files::quote(&target.display().to_string())
+                ),
             ));
         }
         resolve(&target, depth + 1, walk, env)?;

@@ -8,6 +8,8 @@
 
 mod env;
 mod files;
+#[cfg(test)]
+mod fuzz;
 mod interpolate;
 mod load;
 mod raw;
@@ -390,9 +392,7 @@ pub struct WebSearchConfig {
 impl Config {
     /// Looks a loaded model up by its exact name (a hash lookup).
     pub fn model(&self, name: &str) -> Option<&ModelConfig> {
-        self.model_index
-            .get(name)
-            .and_then(|&i| self.models.get(i))
+        self.model_index.get(name).and_then(|&i| self.models.get(i))
     }
 
     /// Looks an endpoint up by id (a hash lookup).

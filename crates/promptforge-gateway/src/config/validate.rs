@@ -61,8 +61,7 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         let local_names: HashSet<&str> =
             local_models.iter().map(|m| m.item.name.as_str()).collect();
         for (i, name) in allow.item.iter().enumerate() {
-            let known =
-                remote_names.contains(name.as_str()) || local_names.contains(name.as_str());
+            let known = remote_names.contains(name.as_str()) || local_names.contains(name.as_str());
             if !known {
                 return Err(invalid(
                     &allow.file,

@@ -316,7 +316,8 @@ pub fn relay_stream<G: Send + 'static>(
                     state.absorb(events);
                 }
                 Next::Item(Some(Err(err))) => {
-                    let err = crate::relay::upstream::transport_error(&state.settings.endpoint, &err);
+                    let err =
+                        crate::relay::upstream::transport_error(&state.settings.endpoint, &err);
                     state.fail(&err);
                 }
                 Next::Item(None) => {

@@ -60,7 +60,10 @@ async fn post_text(gw: &Gateway, body: &Value) -> (u16, String) {
         .await
         .expect("the gateway did not answer in time");
     let status = res.status().as_u16();
-    (status, res.text().await.expect("the stream did not end in time"))
+    (
+        status,
+        res.text().await.expect("the stream did not end in time"),
+    )
 }
 
 async fn health_ok(gw: &Gateway) -> bool {
@@ -203,7 +206,10 @@ async fn a_long_request_is_not_cut_by_the_connection_timeouts() {
     let upstream = Upstream::start().await;
     upstream.script(
         "up-fast",
-        Reply::Delayed(1500, Box::new(Reply::Json(200, chat_reply("up-fast", "late")))),
+        Reply::Delayed(
+            1500,
+            Box::new(Reply::Json(200, chat_reply("up-fast", "late"))),
+        ),
     );
     let (gw, _dir) = Gateway::with_limits(
         &upstream,
@@ -244,7 +250,10 @@ async fn connections_over_the_cap_get_a_503_envelope_and_health_recovers() {
         }
     })
     .await;
-    assert!(refused, "a fifth connection was not refused with an envelope");
+    assert!(
+        refused,
+        "a fifth connection was not refused with an envelope"
+    );
     drop(idle);
     assert!(eventually_async(|| health_ok(&gw)).await);
 }
@@ -405,10 +414,7 @@ async fn too_many_distinct_include_files_is_an_error_naming_the_limit() {
             format!("\"../many/f{i}.toml\"")
         })
         .collect();
-    let big = format!(
-        "include = [\"../gateway.toml\", {}]\n",
-        includes.join(", ")
-    );
+    let big = format!("include = [\"../gateway.toml\", {}]\n", includes.join(", "));
     dir.write("profiles/big.toml", &big);
     let stderr = boot_failure(&dir, "big").await;
     assert!(stderr.contains("more than 256 files"), "{stderr}");
@@ -579,7 +585,11 @@ async fn switch_profile_errors_over_http_do_not_mention_the_command_line() {
     let (gw, dir) = Gateway::standard(&upstream).await;
     for name in ["../main", "a/b", "..", ""] {
         let (status, body) = post(&gw, "/admin/switch-profile", &json!({"name": name})).await;
-        assert_eq!((status, code(&body)), (400, "invalid_profile_name"), "{body}");
+        assert_eq!(
+            (status, code(&body)),
+            (400, "invalid_profile_name"),
+            "{body}"
+        );
         let message = body["error"]["message"].as_str().unwrap();
         assert!(!message.contains("--profile"), "{message}");
         assert!(message.contains("single path component"), "{message}");
@@ -617,7 +627,10 @@ async fn protocol_level_errors_carry_the_envelope() {
         let answer = raw_exchange(&gw, bad).await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         assert_eq!(code(&raw_body(&answer)), "invalid_request", "{answer}");
-        assert!(answer.contains("content-type: application/json"), "{answer}");
+        assert!(
+            answer.contains("content-type: application/json"),
+            "{answer}"
+        );
     }
     assert!(health_ok(&gw).await);
 }

@@ -234,7 +234,8 @@ async fn handle(
         }
         Reply::EndlessBody(start, repeat) => {
             let flag = DropFlag(inner.clone());
-            let first = futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(start)) });
+            let first =
+                futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(start)) });
             let rest = futures::stream::repeat(Bytes::from(repeat)).map(move |b| {
                 let _keep = &flag;
                 Ok::<_, std::io::Error>(b)
