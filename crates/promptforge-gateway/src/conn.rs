@@ -162,11 +162,13 @@ async fn serve_connection(
         limits.max_header_bytes,
     ));
     let service_tracker = tracker.clone();
+    let body_timeout = limits.header_read_timeout;
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let guard = service_tracker.begin();
         let app = app.clone();
         async move {
-            let response = app.oneshot(request.map(Body::new)).await?;
+            let request = request.map(|body| Body::new(Paced::new(body, body_timeout)));
+            let response = app.oneshot(request).await?;
             Ok::<_, Infallible>(response.map(|body| {
                 Body::new(Tracked {
                     body,
@@ -328,6 +330,60 @@ impl http_body::Body for Tracked {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request body that fails when the client sends nothing for `limit` while the gateway
+/// waits for more of it (a body trickled forever would hold a connection and a handler).
+struct Paced {
+    body: Incoming,
+    limit: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Paced {
+    fn new(body: Incoming, limit: Duration) -> Self {
+        Self {
+            body,
+            limit,
+            timer: Box::pin(tokio::time::sleep(limit)),
+        }
+    }
+}
+
+/// The client stopped sending its request body.
+#[derive(Debug, thiserror::Error)]
+#[error("the client sent no part of the request body for {0:?} (header_read_timeout)")]
+struct BodyStalled(Duration);
+
+impl http_body::Body for Paced {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let deadline = Instant::now() + this.limit;
+                this.timer.as_mut().reset(deadline);
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(BodyStalled(this.limit).into()))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
     }
 
     fn is_end_stream(&self) -> bool {

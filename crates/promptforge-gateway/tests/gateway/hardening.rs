@@ -187,6 +187,20 @@ async fn a_half_sent_request_head_is_closed_after_the_header_read_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_request_body_that_stops_arriving_gets_an_envelope() {
+    let upstream = Upstream::start().await;
+    let (gw, _dir) = Gateway::with_limits(&upstream, "header_read_timeout = \"300ms\"", "").await;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"model\""
+    );
+    let answer = raw_exchange(&gw, head.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let body = raw_body(&answer);
+    assert_eq!(code(&body), "invalid_request", "{answer}");
+    assert!(upstream.recorded().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_idle_kept_alive_connection_is_closed() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::with_limits(&upstream, "keep_alive_timeout = \"300ms\"", "").await;
