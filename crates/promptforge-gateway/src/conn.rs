@@ -7,7 +7,9 @@
 //! knows whether a request is in flight: while one is, no connection timeout applies (a
 //! long upstream call or stream has its own bounds); between requests the keep-alive
 //! timeout applies; once the first byte of a request head arrives (or from the accept, for
-//! the first request), the header-read timeout applies.
+//! the first request), the header-read timeout applies. Whatever the phase, a write that
+//! cannot proceed for the write timeout (the client stopped reading) closes the
+//! connection.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -229,6 +231,8 @@ struct TrackState {
     phase: Phase,
     since: Instant,
     in_flight: usize,
+    /// Since when a write has been waiting for the client to read.
+    write_stalled: Option<Instant>,
 }
 
 /// One connection's phase, shared by its IO, its service and its timer.
@@ -245,6 +249,7 @@ impl Tracker {
                 phase: Phase::Head,
                 since: Instant::now(),
                 in_flight: 0,
+                write_stalled: None,
             }),
             changed: Notify::new(),
         }
@@ -291,11 +296,36 @@ impl Tracker {
         self.changed.notify_one();
     }
 
+    /// A write could not proceed (`true`) or did (`false`).
+    fn on_write(&self, stalled: bool) {
+        let started = self.with(|s| match (stalled, s.write_stalled) {
+            (true, None) => {
+                s.write_stalled = Some(Instant::now());
+                true
+            }
+            (false, Some(_)) => {
+                s.write_stalled = None;
+                false
+            }
+            _ => false,
+        });
+        if started {
+            self.changed.notify_one();
+        }
+    }
+
     fn deadline(&self, limits: &ServerLimits) -> Option<Instant> {
-        self.with(|s| match s.phase {
-            Phase::Head => Some(s.since + limits.header_read_timeout),
-            Phase::Idle => Some(s.since + limits.keep_alive_timeout),
-            Phase::Busy => None,
+        self.with(|s| {
+            let phase = match s.phase {
+                Phase::Head => Some(s.since + limits.header_read_timeout),
+                Phase::Idle => Some(s.since + limits.keep_alive_timeout),
+                Phase::Busy => None,
+            };
+            let write = s.write_stalled.map(|since| since + limits.write_timeout);
+            match (phase, write) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         })
     }
 
@@ -498,7 +528,9 @@ impl AsyncWrite for Watched {
             this.rewrite = None;
             return Poll::Ready(Ok(consumed));
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.tracker.on_write(result.is_pending());
+        result
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

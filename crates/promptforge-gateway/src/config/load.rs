@@ -264,6 +264,7 @@ impl Merged {
             ours.max_connections = server.max_connections.or(ours.max_connections.take());
             ours.max_header_bytes = server.max_header_bytes.or(ours.max_header_bytes.take());
             ours.drain_timeout = server.drain_timeout.or(ours.drain_timeout.take());
+            ours.write_timeout = server.write_timeout.or(ours.write_timeout.take());
         }
         if let Some(local) = raw.local {
             self.local.cache_dir = local.cache_dir.or(self.local.cache_dir.take());
@@ -453,7 +454,7 @@ fn check_server(
             Some("server".into()),
             format!(
                 "the profile's connection limits (header_read_timeout, keep_alive_timeout, \
-                 max_connections, max_header_bytes, drain_timeout) differ from the boot file's ({}); \
+                 max_connections, max_header_bytes, drain_timeout, write_timeout) differ from the boot file's ({}); \
                  the boot file owns [server]",
                 boot.display()
             ),

@@ -155,6 +155,9 @@ pub struct ServerLimits {
     /// How long shutdown waits for in-flight requests and streams before they are ended
     /// with a `shutting_down` error (default 10 s).
     pub drain_timeout: Duration,
+    /// Longest a response write may stall because the client does not read; past it the
+    /// connection is closed (default 60 s).
+    pub write_timeout: Duration,
 }
 
 impl Default for ServerLimits {
@@ -165,6 +168,7 @@ impl Default for ServerLimits {
             max_connections: 1024,
             max_header_bytes: 64 * 1024,
             drain_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(60),
         }
     }
 }

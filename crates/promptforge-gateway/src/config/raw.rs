@@ -48,6 +48,7 @@ pub(crate) struct RawServer {
     pub(crate) max_connections: Option<i64>,
     pub(crate) max_header_bytes: Option<i64>,
     pub(crate) drain_timeout: Option<String>,
+    pub(crate) write_timeout: Option<String>,
 }
 
 /// `[local]`.

@@ -465,6 +465,12 @@ pub(crate) fn server_limits(file: &Path, raw: &RawServer) -> Result<ServerLimits
             raw.drain_timeout.as_deref(),
             defaults.drain_timeout,
         )?,
+        write_timeout: duration(
+            file,
+            key("write_timeout"),
+            raw.write_timeout.as_deref(),
+            defaults.write_timeout,
+        )?,
     })
 }
 

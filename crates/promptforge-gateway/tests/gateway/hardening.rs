@@ -201,6 +201,27 @@ async fn a_request_body_that_stops_arriving_gets_an_envelope() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_stops_reading_a_stream_is_dropped_with_its_upstream() {
+    let upstream = Upstream::start().await;
+    let event = format!("data: {}\n\n", chunk("up-chat", &"x".repeat(1000)));
+    upstream.script("up-chat", Reply::Stream(vec![Part::Endless(event)]));
+    let (gw, _dir) = Gateway::with_limits(&upstream, "write_timeout = \"300ms\"", "").await;
+    let body = serde_json::to_string(&chat("reasoning-large", true)).unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = TcpStream::connect(gw.addr()).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    // Never read: once the socket buffers are full the gateway's writes stall, and the
+    // stall ends the connection, the relay and the upstream request.
+    let dropped = eventually_async(|| async { upstream.streams_dropped() >= 1 }).await;
+    assert!(dropped, "the stalled stream kept its upstream open");
+    drop(socket);
+    assert!(health_ok(&gw).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_idle_kept_alive_connection_is_closed() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::with_limits(&upstream, "keep_alive_timeout = \"300ms\"", "").await;

@@ -251,7 +251,9 @@ async fn handle(
         Reply::Raw(status, text) => (StatusCode::from_u16(status).unwrap(), text).into_response(),
         Reply::Stream(parts) => {
             let parts_copy = parts.clone();
-            let flag = DropFlag(inner.clone());
+            // The flag lives as long as the whole body, endless tail included.
+            let flag = Arc::new(DropFlag(inner.clone()));
+            let tail_flag = flag.clone();
             let stream = futures::stream::iter(parts).then(move |part| {
                 let _keep = &flag;
                 async move {
@@ -274,7 +276,10 @@ async fn handle(
                 }
             });
             let stream = stream.filter_map(|item| async move { item.transpose() });
-            let endless = parts_tail(&parts_copy);
+            let endless = parts_tail(&parts_copy).map(move |item| {
+                let _keep = &tail_flag;
+                item
+            });
             let stream = stream.chain(endless);
             Response::builder()
                 .header("content-type", "text/event-stream")
