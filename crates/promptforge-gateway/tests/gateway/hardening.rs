@@ -710,3 +710,61 @@ async fn a_key_with_a_newline_is_a_clear_boot_error() {
         assert!(!stderr.contains("failed to parse header value"), "{stderr}");
     }
 }
+
+// ---- the new limits are validated like every other key -----------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_range_limits_are_boot_errors_naming_the_key() {
+    for (server, endpoint, key) in [
+        ("max_connections = 0", "", "server.max_connections"),
+        ("max_header_bytes = 100", "", "server.max_header_bytes"),
+        (
+            "keep_alive_timeout = \"0s\"",
+            "",
+            "server.keep_alive_timeout",
+        ),
+        ("write_timeout = \"soon\"", "", "server.write_timeout"),
+        (
+            "",
+            "max_response_bytes = 0",
+            "endpoint[up].max_response_bytes",
+        ),
+        (
+            "",
+            "max_stream_event_bytes = -3",
+            "endpoint[up].max_stream_event_bytes",
+        ),
+        (
+            "",
+            "stream_idle_timeout = \"0s\"",
+            "endpoint[up].stream_idle_timeout",
+        ),
+        (
+            "",
+            "stream_first_byte_timeout = \"x\"",
+            "endpoint[up].stream_first_byte_timeout",
+        ),
+    ] {
+        let dir = ConfigDir::new();
+        dir.write(
+            "gateway.toml",
+            &boot_with("http://127.0.0.1:1", server, endpoint),
+        );
+        dir.write("profiles/main.toml", MAIN_PROFILE);
+        let stderr = boot_failure(&dir, "main").await;
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profile_cannot_change_the_connection_limits() {
+    let dir = ConfigDir::new();
+    dir.write("gateway.toml", &standard_boot("http://127.0.0.1:1"));
+    dir.write(
+        "profiles/main.toml",
+        "include = [\"../gateway.toml\"]\n[server]\nmax_connections = 7\n",
+    );
+    let stderr = boot_failure(&dir, "main").await;
+    assert!(stderr.contains("connection limits"), "{stderr}");
+    assert!(stderr.contains("the boot file owns [server]"), "{stderr}");
+}
