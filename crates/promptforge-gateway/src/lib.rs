@@ -15,13 +15,15 @@
 //! profile switch), [`routes`] (HTTP handlers and auth), [`relay`] (upstream calls and the
 //! typed SSE relay), [`dialect`] (emulated tool calling), [`admission`] (dominion queues
 //! with fair scheduling), [`search`] (the Brave web-search proxy), [`error`] (the OpenAI
-//! error envelope), [`cli`] and [`serve`] (the binary's entry points).
+//! error envelope), [`conn`] (the accept loop and per-connection bounds), [`shutdown`]
+//! (the end of the drain), [`cli`] and [`serve`] (the binary's entry points).
 
 #![forbid(unsafe_code)]
 
 pub mod admission;
 pub mod cli;
 pub mod config;
+pub mod conn;
 pub mod dialect;
 pub mod error;
 pub mod logging;
@@ -30,6 +32,7 @@ pub mod routes;
 pub mod search;
 pub mod secret;
 pub mod serve;
+pub mod shutdown;
 pub mod state;
 
 pub use secret::Secret;

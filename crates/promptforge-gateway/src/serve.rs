@@ -28,7 +28,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// Loads the configuration, binds and serves until Ctrl-C or SIGTERM.
+/// Loads the configuration, binds and serves until Ctrl-C or SIGTERM, then drains (see
+/// [`crate::conn::serve`]).
 ///
 /// The configuration is fully built and validated before the socket is bound, so a broken
 /// configuration never reaches a listening socket. Once bound, one line
@@ -47,29 +48,17 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
     writeln!(stdout, "listening on http://{addr}")?;
     stdout.flush()?;
     drop(stdout);
-    let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
-    let server =
-        axum::serve(listener, routes::app(booted.state)).with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            let _ = stopping_tx.send(true);
-        });
-    // Graceful shutdown waits for open connections; a long stream must not hold the
-    // process forever, so draining is bounded.
-    let drain_deadline = async move {
-        let _ = stopping.wait_for(|stopping| *stopping).await;
-        tokio::time::sleep(DRAIN_TIMEOUT).await;
-    };
-    tokio::select! {
-        result = server => result?,
-        () = drain_deadline => {
-            tracing::warn!(seconds = DRAIN_TIMEOUT.as_secs(), "drain timeout: closing the remaining connections");
-        }
-    }
+    let limits = booted.limits;
+    crate::conn::serve(
+        listener,
+        routes::app(booted.state),
+        limits,
+        shutdown_signal(),
+        booted.shutdown,
+    )
+    .await;
     Ok(())
 }
-
-/// How long shutdown waits for in-flight requests and streams.
-const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

@@ -7,10 +7,11 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::admission::Admission;
 use crate::config::{
     self, Config, ConfigError, ConfigErrorKind, EndpointConfig, EnvLayers, ModelBackend,
-    ModelConfig, ServerConfig,
+    ModelConfig, ServerConfig, ServerLimits,
 };
 use crate::error::ApiError;
 use crate::secret::Secret;
+use crate::shutdown::{Shutdown, ShutdownTrigger};
 
 /// One upstream endpoint with its two HTTP clients.
 #[derive(Debug)]
@@ -25,6 +26,14 @@ pub struct Upstream {
     pub buffered: reqwest::Client,
     /// Connect deadline only: streaming requests, which may outlive any fixed deadline.
     pub streaming: reqwest::Client,
+    /// Streaming: deadline for the response head.
+    pub stream_first_byte_timeout: std::time::Duration,
+    /// Streaming: longest silence between two body chunks.
+    pub stream_idle_timeout: std::time::Duration,
+    /// Largest non-streaming body read.
+    pub max_response_bytes: usize,
+    /// Longest SSE line or event.
+    pub max_stream_event_bytes: usize,
 }
 
 impl Upstream {
@@ -41,6 +50,10 @@ impl Upstream {
             api_key: endpoint.api_key.clone(),
             buffered: base().timeout(endpoint.timeout).build()?,
             streaming: base().build()?,
+            stream_first_byte_timeout: endpoint.stream_first_byte_timeout,
+            stream_idle_timeout: endpoint.stream_idle_timeout,
+            max_response_bytes: endpoint.max_response_bytes,
+            max_stream_event_bytes: endpoint.max_stream_event_bytes,
         })
     }
 
@@ -216,6 +229,7 @@ struct Shared {
     switch: tokio::sync::Mutex<EnvLayers>,
     boot: PathBuf,
     server: ServerConfig,
+    shutdown: Shutdown,
 }
 
 /// Why a profile switch failed.
@@ -239,12 +253,23 @@ pub struct Booted {
     pub state: AppState,
     /// `[server] bind`.
     pub bind: String,
+    /// `[server]`'s connection limits.
+    pub limits: ServerLimits,
+    /// Ends in-flight requests and streams with `shutting_down` when the drain ends.
+    pub shutdown: ShutdownTrigger,
 }
 
 /// Boot sequence up to (not including) binding: env files, boot `[server]`, the profile's
 /// include chain, validation and routing table.
 pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
-    let source = config::profile_source(boot_file, profile)?;
+    let source = config::profile_source(boot_file, profile).map_err(|err| {
+        // On the command line the name came from `--profile`.
+        if err.kind() == ConfigErrorKind::ProfileName {
+            err.with_key("--profile")
+        } else {
+            err
+        }
+    })?;
     let mut env = EnvLayers::new();
     env.load_file(&source.env_file)?;
     let stem = boot_file
@@ -257,15 +282,23 @@ pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
     log_chain(&config, boot_file);
     let runtime = Runtime::build(profile, config, &source.path, None)?;
     let bind = server.bind.clone();
+    let limits = server.limits;
+    let (trigger, shutdown) = crate::shutdown::channel();
     let state = AppState {
         inner: Arc::new(Shared {
             live: RwLock::new(Arc::new(runtime)),
             switch: tokio::sync::Mutex::new(env),
             boot: boot_file.to_path_buf(),
             server,
+            shutdown,
         }),
     };
-    Ok(Booted { state, bind })
+    Ok(Booted {
+        state,
+        bind,
+        limits,
+        shutdown: trigger,
+    })
 }
 
 fn log_chain(config: &Config, boot_file: &Path) {
@@ -305,6 +338,11 @@ impl AppState {
             .clone()
     }
 
+    /// Resolves when shutdown's drain has ended.
+    pub fn shutdown(&self) -> Shutdown {
+        self.inner.shutdown.clone()
+    }
+
     /// The gateway's bearer key.
     pub fn api_key(&self) -> &Secret {
         &self.inner.server.api_key
@@ -316,7 +354,7 @@ impl AppState {
         let mut env_guard = self.inner.switch.lock().await;
         let boot = &self.inner.boot;
         let source = config::profile_source(boot, name).map_err(|err| match err.kind() {
-            ConfigErrorKind::Profile if err.key().is_some() => SwitchError::InvalidName(err),
+            ConfigErrorKind::ProfileName => SwitchError::InvalidName(err),
             _ => SwitchError::Unknown(err),
         })?;
         let mut env = env_guard.clone();

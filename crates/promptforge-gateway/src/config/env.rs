@@ -32,17 +32,8 @@ impl EnvLayers {
     /// Loads `path` when it exists. A variable already visible through
     /// [`EnvLayers::lookup`] is not overridden. Returns whether the file existed.
     pub fn load_file(&mut self, path: &Path) -> Result<bool, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(err) => {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::Io,
-                    path,
-                    None,
-                    format!("cannot read env file: {err}"),
-                ));
-            }
+        let Some(text) = super::files::read_text(path, "env file", true)? else {
+            return Ok(false);
         };
         for (line_no, line) in text.lines().enumerate() {
             let Some((name, value)) = parse_line(line).map_err(|message| {
@@ -79,7 +70,10 @@ fn parse_line(line: &str) -> Result<Option<(String, String)>, String> {
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid_name {
-        return Err(format!("invalid variable name `{name}`"));
+        return Err(format!(
+            "invalid variable name `{}`",
+            super::files::quote(name)
+        ));
     }
     let value = value.trim();
     let value = match (value.chars().next(), value.chars().last()) {

@@ -65,7 +65,8 @@ pub(crate) fn interpolate_str(input: &str, env: &EnvLayers) -> Result<String, In
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
                 return Err(InterpolateError::Malformed(format!(
-                    "`${{{name}}}` is not a valid variable reference"
+                    "`${{{}}}` is not a valid variable reference",
+                    super::files::quote(name)
                 )));
             }
             match env.lookup(name) {

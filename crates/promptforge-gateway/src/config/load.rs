@@ -1,5 +1,6 @@
 //! Profiles, include resolution and merging.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use super::env::EnvLayers;
@@ -7,7 +8,9 @@ use super::interpolate::{InterpolateError, interpolate_value};
 use super::raw::{
     RawDominion, RawEndpoint, RawFile, RawLocal, RawLocalModel, RawModel, RawServer, RawWebSearch,
 };
-use super::{Config, ConfigError, ConfigErrorKind, ServerConfig, validate};
+use super::{
+    Config, ConfigError, ConfigErrorKind, MAX_INCLUDE_FILES, ServerConfig, files, validate,
+};
 
 /// The deepest include nesting accepted.
 pub(crate) const MAX_INCLUDE_DEPTH: usize = 16;
@@ -65,10 +68,13 @@ pub fn profile_source(boot: &Path, name: &str) -> Result<ProfileSource, ConfigEr
     let dir = profiles_dir(boot);
     if !is_single_component(name) {
         return Err(ConfigError::new(
-            ConfigErrorKind::Profile,
+            ConfigErrorKind::ProfileName,
             &dir,
-            Some("--profile".into()),
-            format!("profile name `{name}` must be a single path component"),
+            None,
+            format!(
+                "profile name `{}` must be a single path component (no `/`, `\\`, `.` or `..`)",
+                files::quote(name)
+            ),
         ));
     }
     if !dir.is_dir() {
@@ -103,35 +109,22 @@ pub fn profile_source(boot: &Path, name: &str) -> Result<ProfileSource, ConfigEr
 
 /// Reads one file: structural parse (for precise errors), interpolation, typed parse.
 fn read_file(path: &Path, env: &EnvLayers) -> Result<RawFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
+    let text = files::read_text(path, "file", false)?.unwrap_or_default();
+    let parse_error = |err: toml::de::Error| {
         ConfigError::new(
-            ConfigErrorKind::Io,
+            ConfigErrorKind::Parse,
             path,
             None,
-            format!("cannot read: {err}"),
+            files::toml_error(&text, &err),
         )
-    })?;
+    };
     // Phase one on the text itself: line numbers and key names in every shape error.
-    toml::from_str::<RawFile>(&text).map_err(|err| {
-        ConfigError::new(
-            ConfigErrorKind::Parse,
-            path,
-            None,
-            err.to_string().trim().to_owned(),
-        )
-    })?;
-    let mut value: toml::Value = toml::from_str(&text).map_err(|err| {
-        ConfigError::new(
-            ConfigErrorKind::Parse,
-            path,
-            None,
-            err.to_string().trim().to_owned(),
-        )
-    })?;
+    toml::from_str::<RawFile>(&text).map_err(parse_error)?;
+    let mut value: toml::Value = toml::from_str(&text).map_err(parse_error)?;
     interpolate_value(&mut value, env, "").map_err(|(key, err)| {
         let message = match err {
             InterpolateError::Unresolved(name) => {
-                format!("environment variable `{name}` is not set")
+                format!("environment variable `{}` is not set", files::quote(&name))
             }
             InterpolateError::Malformed(why) => why,
         };
@@ -142,7 +135,7 @@ fn read_file(path: &Path, env: &EnvLayers) -> Result<RawFile, ConfigError> {
             ConfigErrorKind::Parse,
             path,
             None,
-            err.to_string().trim().to_owned(),
+            err.message().trim().to_owned(),
         )
     })
 }
@@ -159,6 +152,7 @@ pub fn load_boot_server(boot: &Path, env: &EnvLayers) -> Result<ServerConfig, Co
             "missing",
         )
     };
+    let limits = validate::server_limits(boot, &server)?;
     let bind = server.bind.ok_or_else(|| missing("bind"))?;
     let api_key = server.api_key.ok_or_else(|| missing("api_key"))?;
     if api_key.is_blank() {
@@ -169,7 +163,12 @@ pub fn load_boot_server(boot: &Path, env: &EnvLayers) -> Result<ServerConfig, Co
             "must not be empty",
         ));
     }
-    Ok(ServerConfig { bind, api_key })
+    validate::header_safe(boot, "server.api_key".into(), api_key.expose())?;
+    Ok(ServerConfig {
+        bind,
+        api_key,
+        limits,
+    })
 }
 
 /// An array entry with the file it came from.
@@ -194,41 +193,59 @@ pub(crate) struct Merged {
 }
 
 /// Appends `items` to `into`; an entry whose key matches an earlier file's entry replaces
-/// it in place, a key repeated within one file is an error.
+/// it in place, a key repeated within one file is an error. `index` maps each key of
+/// `into` to its position, so merging is linear in the number of entries.
 fn merge_array<T>(
     into: &mut Vec<Sourced<T>>,
+    index: &mut HashMap<String, usize>,
     items: Vec<T>,
     file: &Path,
     table: &str,
     key_name: &str,
     key: impl Fn(&T) -> &str,
 ) -> Result<(), ConfigError> {
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::with_capacity(items.len());
     for item in items {
         let k = key(&item).to_owned();
-        if seen.contains(&k) {
+        if !seen.insert(k.clone()) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Validation,
                 file,
                 Some(format!("{table}.{key_name}")),
-                format!("`{k}` is defined twice in this file"),
+                format!("`{}` is defined twice in this file", files::quote(&k)),
             ));
         }
-        seen.push(k.clone());
         let sourced = Sourced {
             file: file.to_path_buf(),
             item,
         };
-        match into.iter_mut().find(|existing| key(&existing.item) == k) {
-            Some(slot) => *slot = sourced,
-            None => into.push(sourced),
+        match index.get(&k) {
+            Some(&slot) => into[slot] = sourced,
+            None => {
+                index.insert(k, into.len());
+                into.push(sourced);
+            }
         }
     }
     Ok(())
 }
 
+/// Key-to-position indexes of the merged arrays.
+#[derive(Debug, Default)]
+struct MergeIndex {
+    endpoints: HashMap<String, usize>,
+    models: HashMap<String, usize>,
+    local_models: HashMap<String, usize>,
+    dominions: HashMap<String, usize>,
+}
+
 impl Merged {
-    fn absorb(&mut self, file: &Path, raw: RawFile) -> Result<(), ConfigError> {
+    fn absorb(
+        &mut self,
+        index: &mut MergeIndex,
+        file: &Path,
+        raw: RawFile,
+    ) -> Result<(), ConfigError> {
         self.chain.push(file.to_path_buf());
         if let Some(models) = raw.models {
             self.models_allowlist = Some(Sourced {
@@ -237,8 +254,17 @@ impl Merged {
             });
         }
         if let Some(server) = raw.server {
-            self.server.bind = server.bind.or(self.server.bind.take());
-            self.server.api_key = server.api_key.or(self.server.api_key.take());
+            let ours = &mut self.server;
+            ours.bind = server.bind.or(ours.bind.take());
+            ours.api_key = server.api_key.or(ours.api_key.take());
+            ours.header_read_timeout = server
+                .header_read_timeout
+                .or(ours.header_read_timeout.take());
+            ours.keep_alive_timeout = server.keep_alive_timeout.or(ours.keep_alive_timeout.take());
+            ours.max_connections = server.max_connections.or(ours.max_connections.take());
+            ours.max_header_bytes = server.max_header_bytes.or(ours.max_header_bytes.take());
+            ours.drain_timeout = server.drain_timeout.or(ours.drain_timeout.take());
+            ours.write_timeout = server.write_timeout.or(ours.write_timeout.take());
         }
         if let Some(local) = raw.local {
             self.local.cache_dir = local.cache_dir.or(self.local.cache_dir.take());
@@ -252,17 +278,25 @@ impl Merged {
         }
         merge_array(
             &mut self.endpoints,
+            &mut index.endpoints,
             raw.endpoint,
             file,
             "endpoint",
             "id",
             |e| &e.id,
         )?;
-        merge_array(&mut self.models, raw.model, file, "model", "name", |m| {
-            &m.name
-        })?;
+        merge_array(
+            &mut self.models,
+            &mut index.models,
+            raw.model,
+            file,
+            "model",
+            "name",
+            |m| &m.name,
+        )?;
         merge_array(
             &mut self.local_models,
+            &mut index.local_models,
             raw.local_model,
             file,
             "local_model",
@@ -271,6 +305,7 @@ impl Merged {
         )?;
         merge_array(
             &mut self.dominions,
+            &mut index.dominions,
             raw.dominion,
             file,
             "dominion",
@@ -281,33 +316,53 @@ impl Merged {
     }
 }
 
-/// Resolves `path` and its includes depth-first into `merged`.
-fn resolve(
-    path: &Path,
-    depth: usize,
-    stack: &mut Vec<PathBuf>,
-    merged: &mut Merged,
-    env: &EnvLayers,
-) -> Result<(), ConfigError> {
+/// The state of one include-graph walk.
+#[derive(Debug, Default)]
+struct Walk {
+    /// The files being resolved, outermost first (for cycle detection).
+    stack: Vec<PathBuf>,
+    /// Every file already merged (or being merged): each is loaded once.
+    seen: HashSet<PathBuf>,
+    merged: Merged,
+    index: MergeIndex,
+}
+
+/// Resolves `path` and its includes depth-first into `walk.merged`. A file reached a
+/// second time (a diamond of includes) is not loaded again: its entries are already
+/// merged at its first position.
+fn resolve(path: &Path, depth: usize, walk: &mut Walk, env: &EnvLayers) -> Result<(), ConfigError> {
     let canonical = std::fs::canonicalize(path).map_err(|err| {
         ConfigError::new(
             ConfigErrorKind::Io,
             path,
             None,
-            format!("cannot open: {err}"),
+            format!("cannot open: {}", err.kind()),
         )
     })?;
-    if let Some(start) = stack.iter().position(|p| *p == canonical) {
-        let cycle: Vec<String> = stack[start..]
+    if let Some(start) = walk.stack.iter().position(|p| *p == canonical) {
+        let cycle: Vec<String> = walk.stack[start..]
             .iter()
             .chain(std::iter::once(&canonical))
             .map(|p| p.display().to_string())
             .collect();
         return Err(ConfigError::new(
             ConfigErrorKind::Include,
-            stack.last().map_or(path, |p| p.as_path()),
+            walk.stack.last().map_or(path, |p| p.as_path()),
             Some("include".into()),
             format!("include cycle: {}", cycle.join(" -> ")),
+        ));
+    }
+    if !walk.seen.insert(canonical.clone()) {
+        return Ok(());
+    }
+    if walk.seen.len() > MAX_INCLUDE_FILES {
+        return Err(ConfigError::new(
+            ConfigErrorKind::Include,
+            walk.stack.last().map_or(path, |p| p.as_path()),
+            Some("include".into()),
+            format!(
+                "the include graph loads more than {MAX_INCLUDE_FILES} files (the limit on distinct files per profile)"
+            ),
         ));
     }
     let raw = read_file(&canonical, env)?;
@@ -315,7 +370,7 @@ fn resolve(
         .parent()
         .unwrap_or_else(|| Path::new("."))
         .to_path_buf();
-    stack.push(canonical.clone());
+    walk.stack.push(canonical.clone());
     for (i, include) in raw.include.iter().enumerate() {
         if depth + 1 > MAX_INCLUDE_DEPTH {
             return Err(ConfigError::new(
@@ -326,18 +381,21 @@ fn resolve(
             ));
         }
         let target = parent.join(include);
-        if !target.is_file() {
+        if let Some(why) = files::not_a_file(&target) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Include,
                 &canonical,
                 Some(format!("include[{i}]")),
-                format!("included file `{}` does not exist", target.display()),
+                format!(
+                    "included file `{}` {why}",
+                    files::quote(&target.display().to_string())
+                ),
             ));
         }
-        resolve(&target, depth + 1, stack, merged, env)?;
+        resolve(&target, depth + 1, walk, env)?;
     }
-    stack.pop();
-    merged.absorb(&canonical, raw)
+    walk.stack.pop();
+    walk.merged.absorb(&mut walk.index, &canonical, raw)
 }
 
 /// Loads the profile at `source`: includes, merge, allowlist, validation, and the check
@@ -348,8 +406,9 @@ pub fn load_profile(
     boot_server: &ServerConfig,
     env: &EnvLayers,
 ) -> Result<Config, ConfigError> {
-    let mut merged = Merged::default();
-    resolve(&source.path, 0, &mut Vec::new(), &mut merged, env)?;
+    let mut walk = Walk::default();
+    resolve(&source.path, 0, &mut walk, env)?;
+    let merged = walk.merged;
     check_server(&merged, &source.path, boot, boot_server)?;
     validate::build(merged, boot_server.clone())
 }
@@ -382,6 +441,20 @@ fn check_server(
             Some("server.api_key".into()),
             format!(
                 "the profile's api_key ([redacted]) differs from the boot file's ([redacted], {}); \
+                 the boot file owns [server]",
+                boot.display()
+            ),
+        ));
+    }
+    let limits = validate::server_limits(profile, &merged.server)?;
+    if limits != boot_server.limits {
+        return Err(ConfigError::new(
+            ConfigErrorKind::ServerMismatch,
+            profile,
+            Some("server".into()),
+            format!(
+                "the profile's connection limits (header_read_timeout, keep_alive_timeout, \
+                 max_connections, max_header_bytes, drain_timeout, write_timeout) differ from the boot file's ({}); \
                  the boot file owns [server]",
                 boot.display()
             ),

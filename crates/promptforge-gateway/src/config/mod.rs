@@ -7,16 +7,21 @@
 //! the key.
 
 mod env;
+mod files;
+#[cfg(test)]
+mod fuzz;
 mod interpolate;
 mod load;
 mod raw;
 mod validate;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use env::EnvLayers;
+pub use files::{MAX_CONFIG_FILE_BYTES, MAX_INCLUDE_FILES};
 pub use load::{ProfileSource, available_profiles, load_boot_server, load_profile, profile_source};
 
 use crate::secret::Secret;
@@ -39,6 +44,8 @@ pub enum ConfigErrorKind {
     Profile,
     /// The profile's merged `[server]` differs from the boot file's.
     ServerMismatch,
+    /// The profile name is not a single path component.
+    ProfileName,
 }
 
 /// A configuration error naming the file and, where there is one, the key.
@@ -79,6 +86,13 @@ impl ConfigError {
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
     }
+
+    /// The same error about `key` instead (e.g. `--profile` when the name came from the
+    /// command line).
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -109,6 +123,10 @@ pub struct Config {
     pub model_allowlist: Option<Vec<String>>,
     /// Every file merged, in merge order.
     pub include_chain: Vec<PathBuf>,
+    /// `models` position by name.
+    pub(crate) model_index: HashMap<String, usize>,
+    /// `endpoints` position by id.
+    pub(crate) endpoint_index: HashMap<String, usize>,
 }
 
 /// `[server]`.
@@ -118,6 +136,41 @@ pub struct ServerConfig {
     pub bind: String,
     /// The bearer key every route but `/health` demands.
     pub api_key: Secret,
+    /// Connection-level bounds.
+    pub limits: ServerLimits,
+}
+
+/// Connection-level bounds of the listening socket (`[server]`, owned by the boot file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Deadline for a whole request head, from the connection's accept or from the first
+    /// byte of a later request on a kept-alive connection (default 10 s).
+    pub header_read_timeout: Duration,
+    /// How long a kept-alive connection may sit idle between requests (default 60 s).
+    pub keep_alive_timeout: Duration,
+    /// Open client connections at once; one more is answered 503 and closed (default 1024).
+    pub max_connections: usize,
+    /// Largest request head (request line plus headers) in bytes (default 64 KiB).
+    pub max_header_bytes: usize,
+    /// How long shutdown waits for in-flight requests and streams before they are ended
+    /// with a `shutting_down` error (default 10 s).
+    pub drain_timeout: Duration,
+    /// Longest a response write may stall because the client does not read; past it the
+    /// connection is closed (default 60 s).
+    pub write_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            keep_alive_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            max_header_bytes: 64 * 1024,
+            drain_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// `[local]`.
@@ -144,6 +197,14 @@ pub struct EndpointConfig {
     pub connect_timeout: Duration,
     /// Whole-request deadline for non-streaming requests (default 600 s).
     pub timeout: Duration,
+    /// Streaming: deadline for the upstream's response head (default 120 s).
+    pub stream_first_byte_timeout: Duration,
+    /// Streaming: longest silence between two body chunks (default 120 s).
+    pub stream_idle_timeout: Duration,
+    /// Largest non-streaming response body read from the upstream (default 32 MiB).
+    pub max_response_bytes: usize,
+    /// Longest SSE line, and largest joined `data` of one event (default 1 MiB).
+    pub max_stream_event_bytes: usize,
 }
 
 /// What a model serves.
@@ -333,13 +394,15 @@ pub struct WebSearchConfig {
 }
 
 impl Config {
-    /// Looks a loaded model up by its exact name.
+    /// Looks a loaded model up by its exact name (a hash lookup).
     pub fn model(&self, name: &str) -> Option<&ModelConfig> {
-        self.models.iter().find(|m| m.name == name)
+        self.model_index.get(name).and_then(|&i| self.models.get(i))
     }
 
-    /// Looks an endpoint up by id.
+    /// Looks an endpoint up by id (a hash lookup).
     pub fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
-        self.endpoints.iter().find(|e| e.id == id)
+        self.endpoint_index
+            .get(id)
+            .and_then(|&i| self.endpoints.get(i))
     }
 }

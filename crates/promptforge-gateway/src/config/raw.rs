@@ -43,6 +43,12 @@ pub(crate) struct RawFile {
 pub(crate) struct RawServer {
     pub(crate) bind: Option<String>,
     pub(crate) api_key: Option<Secret>,
+    pub(crate) header_read_timeout: Option<String>,
+    pub(crate) keep_alive_timeout: Option<String>,
+    pub(crate) max_connections: Option<i64>,
+    pub(crate) max_header_bytes: Option<i64>,
+    pub(crate) drain_timeout: Option<String>,
+    pub(crate) write_timeout: Option<String>,
 }
 
 /// `[local]`.
@@ -64,6 +70,10 @@ pub(crate) struct RawEndpoint {
     pub(crate) dominion: Option<String>,
     pub(crate) connect_timeout: Option<String>,
     pub(crate) timeout: Option<String>,
+    pub(crate) stream_first_byte_timeout: Option<String>,
+    pub(crate) stream_idle_timeout: Option<String>,
+    pub(crate) max_response_bytes: Option<i64>,
+    pub(crate) max_stream_event_bytes: Option<i64>,
 }
 
 /// `[[model]]`.

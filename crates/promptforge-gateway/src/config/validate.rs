@@ -1,14 +1,15 @@
 //! Phase two: from the merged raw document to a validated [`Config`].
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
 use super::load::{Merged, Sourced};
-use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawWebSearch};
+use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
 use super::{
     Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
     LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerConfig,
-    Thinking, ToolDialect, WebSearchConfig,
+    ServerLimits, Thinking, ToolDialect, WebSearchConfig,
 };
 
 /// Default connect deadline for upstream requests.
@@ -17,6 +18,22 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Default waiting-queue bound of a dominion.
 const DEFAULT_MAX_QUEUE: u32 = 100;
+/// Default deadline for a streaming upstream's response head.
+const DEFAULT_STREAM_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default longest silence between two chunks of an upstream stream.
+const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default cap of a non-streaming upstream body (the request cap).
+const DEFAULT_MAX_RESPONSE_BYTES: usize = crate::routes::MAX_BODY_BYTES;
+/// Default cap of one SSE line or event.
+const DEFAULT_MAX_STREAM_EVENT_BYTES: usize = 1024 * 1024;
+/// Largest byte limit accepted in configuration (1 GiB).
+const MAX_BYTE_LIMIT: usize = 1024 * 1024 * 1024;
+/// Largest `max_connections` accepted.
+const MAX_CONNECTIONS_LIMIT: usize = 1_000_000;
+/// Smallest `max_header_bytes` (hyper's smallest read buffer).
+const MIN_HEADER_BYTES: usize = 8192;
+/// Largest `max_header_bytes` accepted (16 MiB).
+const MAX_HEADER_BYTES_LIMIT: usize = 16 * 1024 * 1024;
 /// The Brave Search API.
 const BRAVE_BASE_URL: &str = "https://api.search.brave.com/res/v1";
 
@@ -39,21 +56,28 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
     } = merged;
 
     // The allowlist filters the catalog before any other check.
+    let remote_names: HashSet<&str> = models.iter().map(|m| m.item.name.as_str()).collect();
     if let Some(allow) = &models_allowlist {
+        let local_names: HashSet<&str> =
+            local_models.iter().map(|m| m.item.name.as_str()).collect();
         for (i, name) in allow.item.iter().enumerate() {
-            let known = models.iter().any(|m| &m.item.name == name)
-                || local_models.iter().any(|m| &m.item.name == name);
+            let known = remote_names.contains(name.as_str()) || local_names.contains(name.as_str());
             if !known {
                 return Err(invalid(
                     &allow.file,
                     format!("models[{i}]"),
-                    format!("`{name}` is not defined by any [[model]] or [[local_model]]"),
+                    format!(
+                        "`{}` is not defined by any [[model]] or [[local_model]]",
+                        super::files::quote(name)
+                    ),
                 ));
             }
         }
-        models.retain(|m| allow.item.contains(&m.item.name));
-        local_models.retain(|m| allow.item.contains(&m.item.name));
+        let allowed: HashSet<&str> = allow.item.iter().map(String::as_str).collect();
+        models.retain(|m| allowed.contains(m.item.name.as_str()));
+        local_models.retain(|m| allowed.contains(m.item.name.as_str()));
     }
+    let remote_names: HashSet<String> = models.iter().map(|m| m.item.name.clone()).collect();
 
     let dominions = dominions
         .iter()
@@ -64,12 +88,17 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         .map(|e| endpoint(e, &dominions))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let endpoint_index: HashMap<String, usize> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.id.clone(), i))
+        .collect();
     let mut loaded = Vec::with_capacity(models.len() + local_models.len());
     for m in &models {
-        loaded.push(remote_model(m, &endpoints)?);
+        loaded.push(remote_model(m, &endpoint_index)?);
     }
     for m in &local_models {
-        if models.iter().any(|r| r.item.name == m.item.name) {
+        if remote_names.contains(&m.item.name) {
             return Err(invalid(
                 &m.file,
                 format!("local_model[{}].name", m.item.name),
@@ -81,6 +110,11 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
     check_vram(&local_models, &dominions)?;
 
     let web_search = web_search.as_ref().map(web_search_config).transpose()?;
+    let model_index = loaded
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.name.clone(), i))
+        .collect();
     Ok(Config {
         server,
         endpoints,
@@ -93,6 +127,8 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         },
         model_allowlist: models_allowlist.map(|a| a.item),
         include_chain: chain,
+        model_index,
+        endpoint_index,
     })
 }
 
@@ -271,6 +307,9 @@ fn endpoint(
             "must not be empty (omit it for a keyless backend)",
         ));
     }
+    if let Some(api_key) = &raw.api_key {
+        header_safe(file, key("api_key"), api_key.expose())?;
+    }
     bound_dominion(
         file,
         key("dominion"),
@@ -294,6 +333,143 @@ fn endpoint(
             key("timeout"),
             raw.timeout.as_deref(),
             DEFAULT_TIMEOUT,
+        )?,
+        stream_first_byte_timeout: duration(
+            file,
+            key("stream_first_byte_timeout"),
+            raw.stream_first_byte_timeout.as_deref(),
+            DEFAULT_STREAM_FIRST_BYTE_TIMEOUT,
+        )?,
+        stream_idle_timeout: duration(
+            file,
+            key("stream_idle_timeout"),
+            raw.stream_idle_timeout.as_deref(),
+            DEFAULT_STREAM_IDLE_TIMEOUT,
+        )?,
+        max_response_bytes: byte_limit(
+            file,
+            key("max_response_bytes"),
+            raw.max_response_bytes,
+            DEFAULT_MAX_RESPONSE_BYTES,
+        )?,
+        max_stream_event_bytes: byte_limit(
+            file,
+            key("max_stream_event_bytes"),
+            raw.max_stream_event_bytes,
+            DEFAULT_MAX_STREAM_EVENT_BYTES,
+        )?,
+    })
+}
+
+/// A byte count: at least 1, at most [`MAX_BYTE_LIMIT`].
+fn byte_limit(
+    file: &Path,
+    key: String,
+    value: Option<i64>,
+    default: usize,
+) -> Result<usize, ConfigError> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    usize::try_from(value)
+        .ok()
+        .filter(|v| (1..=MAX_BYTE_LIMIT).contains(v))
+        .ok_or_else(|| {
+            invalid(
+                file,
+                key,
+                format!("must be between 1 and {MAX_BYTE_LIMIT} bytes (got {value})"),
+            )
+        })
+}
+
+/// A credential travels in an HTTP header, so it must be a valid header value: visible
+/// ASCII and spaces, no control characters (a newline pasted with the key is the usual
+/// culprit).
+pub(crate) fn header_safe(file: &Path, key: String, value: &str) -> Result<(), ConfigError> {
+    match value
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_graphic() || *c == ' '))
+    {
+        None => Ok(()),
+        Some((at, c)) => {
+            let what = match c {
+                '\n' => "a newline".to_owned(),
+                '\r' => "a carriage return".to_owned(),
+                '\t' => "a tab".to_owned(),
+                c if c.is_control() => format!("the control character U+{:04X}", u32::from(c)),
+                _ => "a non-ASCII character".to_owned(),
+            };
+            Err(invalid(
+                file,
+                key,
+                format!(
+                    "contains {what} at character {} (an HTTP header value allows only visible ASCII and spaces; check the file or variable for a trailing newline)",
+                    value[..at].chars().count() + 1
+                ),
+            ))
+        }
+    }
+}
+
+/// `[server]`'s connection limits.
+pub(crate) fn server_limits(file: &Path, raw: &RawServer) -> Result<ServerLimits, ConfigError> {
+    let defaults = ServerLimits::default();
+    let key = |field: &str| format!("server.{field}");
+    let max_connections = match raw.max_connections {
+        None => defaults.max_connections,
+        Some(v) => usize::try_from(v)
+            .ok()
+            .filter(|v| (1..=MAX_CONNECTIONS_LIMIT).contains(v))
+            .ok_or_else(|| {
+                invalid(
+                    file,
+                    key("max_connections"),
+                    format!("must be between 1 and {MAX_CONNECTIONS_LIMIT} (got {v})"),
+                )
+            })?,
+    };
+    let max_header_bytes = match raw.max_header_bytes {
+        None => defaults.max_header_bytes,
+        Some(v) => usize::try_from(v)
+            .ok()
+            .filter(|v| (MIN_HEADER_BYTES..=MAX_HEADER_BYTES_LIMIT).contains(v))
+            .ok_or_else(|| {
+                invalid(
+                    file,
+                    key("max_header_bytes"),
+                    format!(
+                        "must be between {MIN_HEADER_BYTES} and {MAX_HEADER_BYTES_LIMIT} (got {v})"
+                    ),
+                )
+            })?,
+    };
+    Ok(ServerLimits {
+        header_read_timeout: duration(
+            file,
+            key("header_read_timeout"),
+            raw.header_read_timeout.as_deref(),
+            defaults.header_read_timeout,
+        )?,
+        keep_alive_timeout: duration(
+            file,
+            key("keep_alive_timeout"),
+            raw.keep_alive_timeout.as_deref(),
+            defaults.keep_alive_timeout,
+        )?,
+        max_connections,
+        max_header_bytes,
+        drain_timeout: duration(
+            file,
+            key("drain_timeout"),
+            raw.drain_timeout.as_deref(),
+            defaults.drain_timeout,
+        )?,
+        write_timeout: duration(
+            file,
+            key("write_timeout"),
+            raw.write_timeout.as_deref(),
+            defaults.write_timeout,
         )?,
     })
 }
@@ -485,7 +661,7 @@ fn catalog(
 
 fn remote_model(
     m: &Sourced<RawModel>,
-    endpoints: &[EndpointConfig],
+    endpoints: &HashMap<String, usize>,
 ) -> Result<ModelConfig, ConfigError> {
     let (file, raw) = (&m.file, &m.item);
     let key = |field: &str| format!("model[{}].{field}", raw.name);
@@ -524,7 +700,7 @@ fn remote_model(
         ));
     }
     for (i, id) in raw.endpoints.iter().enumerate() {
-        if !endpoints.iter().any(|e| &e.id == id) {
+        if !endpoints.contains_key(id) {
             return Err(invalid(
                 file,
                 key(&format!("endpoints[{i}]")),
@@ -712,6 +888,7 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
     if raw.api_key.is_blank() {
         return Err(invalid(file, key("api_key"), "must not be empty"));
     }
+    header_safe(file, key("api_key"), raw.api_key.expose())?;
     let base_url = base_url(
         file,
         key("base_url"),

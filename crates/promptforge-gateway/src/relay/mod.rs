@@ -3,5 +3,5 @@
 pub mod sse;
 mod upstream;
 
-pub(crate) use upstream::transport_error;
+pub(crate) use upstream::{Capped, read_capped, timeout_error, transport_error};
 pub use upstream::{UpstreamCall, read_json_object, send};

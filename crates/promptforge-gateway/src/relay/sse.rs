@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use futures::{Stream, StreamExt};
@@ -18,58 +19,114 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::shutdown::Shutdown;
 
 /// The terminal sentinel.
 const DONE: &str = "[DONE]";
 
+/// The default cap of one SSE line and of one event's joined data.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 1024 * 1024;
+
+/// A stream the decoder refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    /// A line grew past the cap without a newline.
+    #[error("an SSE line is longer than {0} bytes")]
+    LineTooLong(usize),
+    /// One event's joined `data` grew past the cap.
+    #[error("an SSE event carries more than {0} bytes of data")]
+    EventTooLarge(usize),
+}
+
 /// Splits a byte stream into SSE event payloads (the joined `data:` lines of each event).
-#[derive(Debug, Default)]
+///
+/// Memory is bounded: a line longer than the cap, or an event whose joined data is larger,
+/// is an [`SseError`]. Each byte is scanned for a newline once, however the input is
+/// split into reads.
+#[derive(Debug)]
 pub struct SseDecoder {
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no newline.
+    scanned: usize,
     data: Option<String>,
+    max: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_EVENT_BYTES)
+    }
 }
 
 impl SseDecoder {
+    /// A decoder capping lines and events at `max` bytes.
+    pub fn new(max: usize) -> Self {
+        Self {
+            buffer: Vec::new(),
+            scanned: 0,
+            data: None,
+            max,
+        }
+    }
+
     /// Feeds bytes; returns the data of every event completed by them.
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, SseError> {
         self.buffer.extend_from_slice(bytes);
         let mut events = Vec::new();
-        while let Some(pos) = self.buffer.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.buffer.drain(..=pos).collect();
-            line.pop();
+        let mut start = 0;
+        let mut from = self.scanned;
+        while let Some(offset) = self.buffer[from..].iter().position(|b| *b == b'\n') {
+            let end = from + offset;
+            let mut line = &self.buffer[start..end];
             if line.last() == Some(&b'\r') {
-                line.pop();
+                line = &line[..line.len() - 1];
             }
-            self.line(&String::from_utf8_lossy(&line), &mut events);
+            if line.len() > self.max {
+                return Err(SseError::LineTooLong(self.max));
+            }
+            let text = String::from_utf8_lossy(line).into_owned();
+            self.line(&text, &mut events)?;
+            start = end + 1;
+            from = start;
         }
-        events
+        self.buffer.drain(..start);
+        self.scanned = self.buffer.len();
+        if self.buffer.len() > self.max {
+            return Err(SseError::LineTooLong(self.max));
+        }
+        Ok(events)
     }
 
     /// Ends the input: an event missing its final blank line still counts.
-    pub fn finish(&mut self) -> Vec<String> {
+    pub fn finish(&mut self) -> Result<Vec<String>, SseError> {
         let mut events = Vec::new();
         if !self.buffer.is_empty() {
             let rest = std::mem::take(&mut self.buffer);
+            self.scanned = 0;
             let text = String::from_utf8_lossy(&rest).into_owned();
-            self.line(text.trim_end_matches('\r'), &mut events);
+            self.line(text.trim_end_matches('\r'), &mut events)?;
         }
         events.extend(self.data.take());
-        events
+        Ok(events)
     }
 
-    fn line(&mut self, line: &str, events: &mut Vec<String>) {
+    fn line(&mut self, line: &str, events: &mut Vec<String>) -> Result<(), SseError> {
         if line.is_empty() {
             events.extend(self.data.take());
-            return;
+            return Ok(());
         }
         if line.starts_with(':') {
-            return;
+            return Ok(());
         }
         let (field, value) = match line.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (line, ""),
         };
         if field == "data" {
+            let held = self.data.as_ref().map_or(0, |d| d.len() + 1);
+            if held + value.len() > self.max {
+                return Err(SseError::EventTooLarge(self.max));
+            }
             match &mut self.data {
                 Some(data) => {
                     data.push('\n');
@@ -78,6 +135,7 @@ impl SseDecoder {
                 None => self.data = Some(value.to_owned()),
             }
         }
+        Ok(())
     }
 }
 
@@ -147,52 +205,92 @@ fn error_frame(err: &ApiError) -> Bytes {
 
 type UpstreamBytes = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
 
+/// The bounds and names of one relayed stream.
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    /// The endpoint's id (for messages).
+    pub endpoint: String,
+    /// The caller's model name, written into every chunk.
+    pub caller_model: String,
+    /// Longest silence between two upstream chunks.
+    pub idle_timeout: Duration,
+    /// Longest SSE line or event.
+    pub max_event_bytes: usize,
+}
+
 struct RelayState<G> {
     upstream: UpstreamBytes,
-    endpoint: String,
+    settings: StreamSettings,
     decoder: SseDecoder,
     pending: VecDeque<Bytes>,
     finished: bool,
-    caller_model: String,
+    shutdown: Shutdown,
     /// Held for the stream's whole lifetime (a queue slot), released on drop.
     _guard: G,
 }
 
 impl<G> RelayState<G> {
-    fn absorb(&mut self, events: Vec<String>) {
+    fn absorb(&mut self, events: Result<Vec<String>, SseError>) {
+        let events = match events {
+            Ok(events) => events,
+            Err(err) => {
+                let err = ApiError::upstream_protocol(format!(
+                    "endpoint {}: {err} (max_stream_event_bytes)",
+                    self.settings.endpoint
+                ));
+                self.fail(&err);
+                return;
+            }
+        };
         for data in events {
             if self.finished {
                 return;
             }
-            match relay_event(&data, &self.caller_model) {
+            match relay_event(&data, &self.settings.caller_model) {
                 Relayed::Chunk(json) => self.pending.push_back(frame(&json)),
                 Relayed::Done => {
                     self.pending.push_back(frame(DONE));
                     self.finished = true;
                 }
                 Relayed::Skipped(reason) => {
-                    tracing::warn!(endpoint = %self.endpoint, %reason, "skipped a malformed upstream stream chunk");
+                    tracing::warn!(endpoint = %self.settings.endpoint, %reason, "skipped a malformed upstream stream chunk");
                 }
             }
         }
     }
+
+    /// Ends the stream with one error event.
+    fn fail(&mut self, err: &ApiError) {
+        tracing::warn!(endpoint = %self.settings.endpoint, code = err.code(), "stream ended with an error: {err}");
+        self.pending.push_back(error_frame(err));
+        self.finished = true;
+    }
+}
+
+/// What ended one wait for upstream bytes.
+enum Next {
+    Item(Option<Result<Bytes, reqwest::Error>>),
+    Idle,
+    Shutdown,
 }
 
 /// Turns an upstream SSE response into the relayed body stream. `guard` lives as long as
-/// the returned stream.
+/// the returned stream. The stream ends with one error event when the upstream is silent
+/// for `idle_timeout`, sends a line or event over `max_event_bytes`, fails, ends without
+/// `[DONE]`, or when `shutdown` fires.
 pub fn relay_stream<G: Send + 'static>(
     response: reqwest::Response,
-    endpoint: &str,
-    caller_model: &str,
+    settings: StreamSettings,
+    shutdown: Shutdown,
     guard: G,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let state = RelayState {
         upstream: Box::pin(response.bytes_stream()),
-        endpoint: endpoint.to_owned(),
-        decoder: SseDecoder::default(),
+        decoder: SseDecoder::new(settings.max_event_bytes),
+        settings,
         pending: VecDeque::new(),
         finished: false,
-        caller_model: caller_model.to_owned(),
+        shutdown,
         _guard: guard,
     };
     futures::stream::unfold(state, |mut state| async move {
@@ -203,28 +301,45 @@ pub fn relay_stream<G: Send + 'static>(
             if state.finished {
                 return None;
             }
-            match state.upstream.next().await {
-                Some(Ok(bytes)) => {
+            let idle = state.settings.idle_timeout;
+            let next = tokio::select! {
+                biased;
+                () = state.shutdown.fired() => Next::Shutdown,
+                item = tokio::time::timeout(idle, state.upstream.next()) => match item {
+                    Ok(item) => Next::Item(item),
+                    Err(_) => Next::Idle,
+                },
+            };
+            match next {
+                Next::Item(Some(Ok(bytes))) => {
                     let events = state.decoder.feed(&bytes);
                     state.absorb(events);
                 }
-                Some(Err(err)) => {
-                    let err = crate::relay::upstream::transport_error(&state.endpoint, &err);
-                    state.pending.push_back(error_frame(&err));
-                    state.finished = true;
+                Next::Item(Some(Err(err))) => {
+                    let err =
+                        crate::relay::upstream::transport_error(&state.settings.endpoint, &err);
+                    state.fail(&err);
                 }
-                None => {
+                Next::Item(None) => {
                     let events = state.decoder.finish();
                     state.absorb(events);
                     if !state.finished {
                         let err = ApiError::upstream_protocol(format!(
                             "endpoint {} ended the stream before [DONE]",
-                            state.endpoint
+                            state.settings.endpoint
                         ));
-                        state.pending.push_back(error_frame(&err));
-                        state.finished = true;
+                        state.fail(&err);
                     }
                 }
+                Next::Idle => {
+                    let err = crate::relay::timeout_error(format!(
+                        "endpoint {} sent nothing for {} mid-stream (stream_idle_timeout)",
+                        state.settings.endpoint,
+                        humantime::format_duration(idle)
+                    ));
+                    state.fail(&err);
+                }
+                Next::Shutdown => state.fail(&crate::shutdown::shutting_down()),
             }
         }
     })
@@ -237,14 +352,68 @@ mod tests {
     #[test]
     fn decodes_events_across_chunk_boundaries() {
         let mut d = SseDecoder::default();
-        assert!(d.feed(b"data: {\"a\"").is_empty());
+        assert!(d.feed(b"data: {\"a\"").unwrap().is_empty());
         assert_eq!(
-            d.feed(b":1}\r\n\r\n: comment\n\nevent: x\ndata: [DONE]\n\n"),
+            d.feed(b":1}\r\n\r\n: comment\n\nevent: x\ndata: [DONE]\n\n")
+                .unwrap(),
             vec!["{\"a\":1}".to_owned(), "[DONE]".to_owned()]
         );
-        assert_eq!(d.feed(b"data: a\ndata: b\n\n"), vec!["a\nb".to_owned()]);
-        assert!(d.feed(b"data: tail").is_empty());
-        assert_eq!(d.finish(), vec!["tail".to_owned()]);
+        assert_eq!(
+            d.feed(b"data: a\ndata: b\n\n").unwrap(),
+            vec!["a\nb".to_owned()]
+        );
+        assert!(d.feed(b"data: tail").unwrap().is_empty());
+        assert_eq!(d.finish().unwrap(), vec!["tail".to_owned()]);
+    }
+
+    #[test]
+    fn a_line_without_a_newline_is_capped() {
+        let mut d = SseDecoder::new(64);
+        assert!(d.feed(b"data: ").unwrap().is_empty());
+        let mut result = Ok(Vec::new());
+        for _ in 0..100 {
+            result = d.feed(b"xxxxxxxx");
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(SseError::LineTooLong(64)));
+        // A line arriving whole in one read is capped too.
+        let mut d = SseDecoder::new(64);
+        let mut line = b"data: ".to_vec();
+        line.extend(std::iter::repeat_n(b'y', 100));
+        line.extend_from_slice(b"\n\n");
+        assert_eq!(d.feed(&line), Err(SseError::LineTooLong(64)));
+    }
+
+    #[test]
+    fn an_event_of_many_short_lines_is_capped() {
+        let mut d = SseDecoder::new(64);
+        let mut result = Ok(Vec::new());
+        for _ in 0..100 {
+            result = d.feed(b"data: 0123456789\n");
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(SseError::EventTooLarge(64)));
+    }
+
+    #[test]
+    fn many_lines_in_one_read_and_a_line_split_over_many_reads() {
+        let mut d = SseDecoder::default();
+        let mut big = Vec::new();
+        for i in 0..10_000 {
+            big.extend_from_slice(format!("data: {i}\n\n").as_bytes());
+        }
+        let events = d.feed(&big).unwrap();
+        assert_eq!(events.len(), 10_000);
+        assert_eq!(events[9_999], "9999");
+        assert!(d.feed(b"data: ").unwrap().is_empty());
+        for _ in 0..10_000 {
+            assert!(d.feed(b"z").unwrap().is_empty());
+        }
+        assert_eq!(d.feed(b"\n\n").unwrap().len(), 1);
     }
 
     #[test]

@@ -32,15 +32,34 @@ pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError>
     if let Some(key) = &call.upstream.api_key {
         request = request.bearer_auth(key.expose());
     }
-    let response = request
-        .send()
-        .await
-        .map_err(|err| transport_error(&call.upstream.id, &err))?;
+    let sent = request.send();
+    let response = if call.streaming {
+        // The streaming client has no whole-request deadline; the response head still
+        // has to arrive in time.
+        let limit = call.upstream.stream_first_byte_timeout;
+        match tokio::time::timeout(limit, sent).await {
+            Ok(result) => result,
+            Err(_) => {
+                return Err(timeout_error(format!(
+                    "endpoint {} sent no response within {} (stream_first_byte_timeout)",
+                    call.upstream.id,
+                    humantime::format_duration(limit)
+                )));
+            }
+        }
+    } else {
+        sent.await
+    }
+    .map_err(|err| transport_error(&call.upstream.id, &err))?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
-    let body = response.bytes().await.unwrap_or_default();
+    // Only the start of an error body is read (for the upstream's message).
+    let body = match read_capped(response, MAX_ERROR_BODY_BYTES).await {
+        Ok(Capped::Whole(body) | Capped::Cut(body)) => body,
+        Err(_) => Vec::new(),
+    };
     Err(status_error(
         &call.upstream.id,
         status,
@@ -49,15 +68,72 @@ pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError>
     ))
 }
 
-/// Reads a whole response body as a JSON object.
+/// How much of an upstream error body is read.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// A body read up to a cap.
+#[derive(Debug)]
+pub(crate) enum Capped {
+    /// The whole body.
+    Whole(Vec<u8>),
+    /// The first `cap` bytes; the body goes on (the rest is never read).
+    Cut(Vec<u8>),
+}
+
+/// Reads at most `cap` bytes of `response`'s body. A declared `Content-Length` over the
+/// cap is refused before any byte is read; the rest of a longer body is never read
+/// (dropping the response closes its connection).
+pub(crate) async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<Capped, reqwest::Error> {
+    if response
+        .content_length()
+        .is_some_and(|declared| declared > cap as u64)
+    {
+        return Ok(Capped::Cut(Vec::new()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok(Capped::Cut(body));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Capped::Whole(body))
+}
+
+/// 504 `upstream_timeout`.
+pub(crate) fn timeout_error(message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        ErrorType::Upstream,
+        "upstream_timeout",
+        message,
+    )
+}
+
+/// Reads a whole response body as a JSON object, at most the endpoint's
+/// `max_response_bytes` (past it: 502 `upstream_protocol`, the rest unread).
 pub async fn read_json_object(
     upstream: &Upstream,
     response: reqwest::Response,
 ) -> Result<Map<String, Value>, ApiError> {
-    let bytes = response
-        .bytes()
+    let cap = upstream.max_response_bytes;
+    let bytes = match read_capped(response, cap)
         .await
-        .map_err(|err| transport_error(&upstream.id, &err))?;
+        .map_err(|err| transport_error(&upstream.id, &err))?
+    {
+        Capped::Whole(bytes) => bytes,
+        Capped::Cut(_) => {
+            return Err(ApiError::upstream_protocol(format!(
+                "endpoint {} answered a body larger than {cap} bytes (max_response_bytes)",
+                upstream.id
+            )));
+        }
+    };
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::upstream_protocol(format!(
@@ -75,12 +151,7 @@ pub async fn read_json_object(
 /// decoding is the gateway's own job and maps to `upstream_protocol` elsewhere).
 pub(crate) fn transport_error(endpoint: &str, err: &reqwest::Error) -> ApiError {
     if err.is_timeout() {
-        return ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            ErrorType::Upstream,
-            "upstream_timeout",
-            format!("endpoint {endpoint} did not answer in time"),
-        );
+        return timeout_error(format!("endpoint {endpoint} did not answer in time"));
     }
     // reqwest's Display never includes headers, so no credential can appear here.
     let mut message = format!("endpoint {endpoint} unreachable: {err}");

@@ -139,7 +139,13 @@ pub(super) async fn chat_completions(
     let response = relay::send(call).await?;
 
     if streaming {
-        let stream = sse::relay_stream(response, &upstream.id, &caller_model, permit);
+        let settings = sse::StreamSettings {
+            endpoint: upstream.id.clone(),
+            caller_model: caller_model.clone(),
+            idle_timeout: upstream.stream_idle_timeout,
+            max_event_bytes: upstream.max_stream_event_bytes,
+        };
+        let stream = sse::relay_stream(response, settings, state.shutdown(), permit);
         let mut reply = Body::from_stream(stream).into_response();
         let headers = reply.headers_mut();
         headers.insert(

@@ -42,9 +42,47 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             require_bearer,
         ))
-        .route("/health", get(health))
+        .route("/health", get(health).fallback(method_not_allowed))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(refuse_declared_oversize))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            end_on_shutdown,
+        ))
         .with_state(state)
+}
+
+/// A body whose declared `Content-Length` is over the cap is refused at once (413), before
+/// a byte of it is read; an undeclared (chunked) body is cut at the cap while reading.
+async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(length) if length > MAX_BODY_BYTES as u64 => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorType::InvalidRequest,
+            "payload_too_large",
+            format!(
+                "the request body declares {length} bytes; the limit is {MAX_BODY_BYTES} bytes"
+            ),
+        )
+        .into_response(),
+        _ => next.run(request).await,
+    }
+}
+
+/// A request still being handled when shutdown's drain ends gets 503 `shutting_down`
+/// instead of a bare connection close. (A stream already under way ends with a
+/// `shutting_down` error event, in the relay.)
+async fn end_on_shutdown(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let mut shutdown = state.shutdown();
+    tokio::select! {
+        response = next.run(request) => response,
+        () = shutdown.fired() => crate::shutdown::shutting_down().into_response(),
+    }
 }
 
 async fn health() -> impl IntoResponse {

@@ -7,6 +7,9 @@ use super::request::Search;
 use crate::config::WebSearchConfig;
 use crate::error::ApiError;
 
+/// Largest search-provider body read (Brave answers are tens of KiB).
+pub const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
+
 #[derive(Debug, Deserialize)]
 struct BraveResponse {
     #[serde(default)]
@@ -82,10 +85,17 @@ pub async fn search(
             ),
         });
     }
-    let bytes = response
-        .bytes()
+    let bytes = match crate::relay::read_capped(response, MAX_SEARCH_BODY_BYTES)
         .await
-        .map_err(|err| crate::relay::transport_error("web_search", &err))?;
+        .map_err(|err| crate::relay::transport_error("web_search", &err))?
+    {
+        crate::relay::Capped::Whole(bytes) => bytes,
+        crate::relay::Capped::Cut(_) => {
+            return Err(ApiError::upstream_protocol(format!(
+                "the search provider answered a body larger than {MAX_SEARCH_BODY_BYTES} bytes"
+            )));
+        }
+    };
     let parsed: BraveResponse = serde_json::from_slice(&bytes).map_err(|err| {
         ApiError::upstream_protocol(format!(
             "the search provider answered an undecodable body: {err}"

@@ -35,6 +35,8 @@ pub enum Part {
     Hang,
     /// Fail the body mid-flight (the connection is cut).
     Abort,
+    /// These bytes, repeated forever (until the reader goes away).
+    Endless(String),
 }
 
 /// What the upstream answers for one upstream model string.
@@ -50,6 +52,11 @@ pub enum Reply {
     Delayed(u64, Box<Reply>),
     /// Another reply once the test opens the gate for it ([`Upstream::open_gate`]).
     Gated(Box<Reply>),
+    /// Accept the request and never answer (no status line, no byte).
+    Never,
+    /// `200` with a body that starts with the first string and then repeats the second
+    /// forever (until the reader goes away).
+    EndlessBody(String, String),
 }
 
 /// A request the upstream received.
@@ -214,16 +221,39 @@ async fn handle(
             inner.gate.acquire().await.unwrap().forget();
             *next
         }
+        Reply::Never => {
+            let _flag = DropFlag(inner.clone());
+            std::future::pending::<()>().await;
+            unreachable!()
+        }
         other => other,
     };
     match reply {
-        Reply::Delayed(..) | Reply::Gated(..) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Reply::Delayed(..) | Reply::Gated(..) | Reply::Never => {
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+        Reply::EndlessBody(start, repeat) => {
+            let flag = DropFlag(inner.clone());
+            let first =
+                futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(start)) });
+            let rest = futures::stream::repeat(Bytes::from(repeat)).map(move |b| {
+                let _keep = &flag;
+                Ok::<_, std::io::Error>(b)
+            });
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(first.chain(rest)))
+                .unwrap()
+        }
         Reply::Json(status, value) => {
             (StatusCode::from_u16(status).unwrap(), axum::Json(value)).into_response()
         }
         Reply::Raw(status, text) => (StatusCode::from_u16(status).unwrap(), text).into_response(),
         Reply::Stream(parts) => {
-            let flag = DropFlag(inner.clone());
+            let parts_copy = parts.clone();
+            // The flag lives as long as the whole body, endless tail included.
+            let flag = Arc::new(DropFlag(inner.clone()));
+            let tail_flag = flag.clone();
             let stream = futures::stream::iter(parts).then(move |part| {
                 let _keep = &flag;
                 async move {
@@ -241,16 +271,50 @@ async fn handle(
                             Ok(None)
                         }
                         Part::Abort => Err(std::io::Error::other("scripted abort")),
+                        Part::Endless(_) => Ok(None),
                     }
                 }
             });
             let stream = stream.filter_map(|item| async move { item.transpose() });
+            let endless = parts_tail(&parts_copy).map(move |item| {
+                let _keep = &tail_flag;
+                item
+            });
+            let stream = stream.chain(endless);
             Response::builder()
                 .header("content-type", "text/event-stream")
                 .body(Body::from_stream(stream))
                 .unwrap()
         }
     }
+}
+
+/// The endless tail of a scripted stream: the bytes of its `Part::Endless`, forever.
+fn parts_tail(
+    parts: &[Part],
+) -> futures::stream::BoxStream<'static, Result<Bytes, std::io::Error>> {
+    match parts.iter().find_map(|p| match p {
+        Part::Endless(bytes) => Some(bytes.clone()),
+        _ => None,
+    }) {
+        Some(bytes) => futures::stream::repeat(Bytes::from(bytes)).map(Ok).boxed(),
+        None => futures::stream::empty().boxed(),
+    }
+}
+
+/// The standard boot file with extra lines in `[server]` and in the `up` endpoint.
+pub fn boot_with(upstream_url: &str, server_extra: &str, endpoint_extra: &str) -> String {
+    standard_boot(upstream_url)
+        .replacen(
+            "api_key = \"${GW_TEST_KEY}\"\n",
+            &format!("api_key = \"${{GW_TEST_KEY}}\"\n{server_extra}\n"),
+            1,
+        )
+        .replacen(
+            "api_key = \"${GW_UPSTREAM_KEY}\"\n",
+            &format!("api_key = \"${{GW_UPSTREAM_KEY}}\"\n{endpoint_extra}\n"),
+            1,
+        )
 }
 
 /// Files of a test configuration directory.
@@ -446,6 +510,37 @@ impl Gateway {
         }
     }
 
+    /// Boots [`boot_with`] with the main profile.
+    pub async fn with_limits(
+        upstream: &Upstream,
+        server_extra: &str,
+        endpoint_extra: &str,
+    ) -> (Self, ConfigDir) {
+        let dir = ConfigDir::new();
+        dir.write(
+            "gateway.toml",
+            &boot_with(&upstream.url, server_extra, endpoint_extra),
+        );
+        dir.write("profiles/main.toml", MAIN_PROFILE);
+        let gw = Self::start(&dir.boot(), "main", &base_env()).await;
+        (gw, dir)
+    }
+
+    /// The gateway's `host:port`.
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_owned()
+    }
+
+    /// Sends SIGTERM without waiting for the exit.
+    pub fn signal_term(&self) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     /// Boots the standard configuration with the main profile.
     pub async fn standard(upstream: &Upstream) -> (Self, ConfigDir) {
         let dir = ConfigDir::new();
@@ -501,6 +596,15 @@ impl Gateway {
             .expect("the gateway did not exit after SIGTERM")
             .unwrap();
         exit.code()
+    }
+
+    /// Waits (bounded) for an exit already under way; returns the exit code.
+    pub async fn terminate_wait(&mut self) -> Option<i32> {
+        tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("the gateway did not exit after SIGTERM")
+            .unwrap()
+            .code()
     }
 
     pub async fn kill(mut self) {

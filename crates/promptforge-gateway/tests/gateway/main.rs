@@ -8,6 +8,7 @@
 mod admin;
 mod boot;
 mod dominions;
+mod hardening;
 mod harness;
 mod logs;
 mod openai_sdk;

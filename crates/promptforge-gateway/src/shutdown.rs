@@ -1,0 +1,47 @@
+//! The end of shutdown's drain: the moment in-flight requests and open streams are ended
+//! with a clear `shutting_down` error instead of a bare connection close.
+
+use axum::http::StatusCode;
+use tokio::sync::watch;
+
+use crate::error::{ApiError, ErrorType};
+
+/// Fires [`Shutdown`] once; held by the server loop.
+#[derive(Debug)]
+pub struct ShutdownTrigger(watch::Sender<bool>);
+
+/// Resolves once the drain has ended; cloned into every handler and stream.
+#[derive(Debug, Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+/// A trigger and its first receiver.
+pub fn channel() -> (ShutdownTrigger, Shutdown) {
+    let (tx, rx) = watch::channel(false);
+    (ShutdownTrigger(tx), Shutdown(rx))
+}
+
+impl ShutdownTrigger {
+    /// Ends every in-flight request and stream with [`shutting_down`].
+    pub fn fire(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Shutdown {
+    /// Waits until the trigger fires (forever when it is dropped unfired).
+    pub async fn fired(&mut self) {
+        if self.0.wait_for(|fired| *fired).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// 503 `shutting_down`: the gateway stopped before the request completed.
+pub fn shutting_down() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorType::Server,
+        "shutting_down",
+        "the gateway is shutting down; the request was not completed (retry against a running gateway)",
+    )
+}
