@@ -35,7 +35,18 @@ pub(crate) fn read_text(
     what: &str,
     missing_ok: bool,
 ) -> Result<Option<String>, ConfigError> {
-    let io_error = |message: String| ConfigError::new(ConfigErrorKind::Io, path, None, message);
+    read_text_shown(path, path, what, missing_ok)
+}
+
+/// [`read_text`] of the file at `path`, whose errors name it as `shown` (the path as the
+/// user gave it).
+pub(crate) fn read_text_shown(
+    path: &Path,
+    shown: &Path,
+    what: &str,
+    missing_ok: bool,
+) -> Result<Option<String>, ConfigError> {
+    let io_error = |message: String| ConfigError::new(ConfigErrorKind::Io, shown, None, message);
     if missing_ok && !path.exists() {
         return Ok(None);
     }

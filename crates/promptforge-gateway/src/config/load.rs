@@ -109,7 +109,12 @@ pub fn profile_source(boot: &Path, name: &str) -> Result<ProfileSource, ConfigEr
 
 /// Reads one file: structural parse (for precise errors), interpolation, typed parse.
 fn read_file(path: &Path, env: &EnvLayers) -> Result<RawFile, ConfigError> {
-    let text = files::read_text(path, "file", false)?.unwrap_or_default();
+    read_file_shown(path, path, env)
+}
+
+/// Reads and parses `real`; every error names the file as `path` (as the user named it).
+fn read_file_shown(real: &Path, path: &Path, env: &EnvLayers) -> Result<RawFile, ConfigError> {
+    let text = files::read_text_shown(real, path, "file", false)?.unwrap_or_default();
     let parse_error = |err: toml::de::Error| {
         ConfigError::new(
             ConfigErrorKind::Parse,
@@ -319,19 +324,28 @@ impl Merged {
 /// The state of one include-graph walk.
 #[derive(Debug, Default)]
 struct Walk {
-    /// The files being resolved, outermost first (for cycle detection).
-    stack: Vec<PathBuf>,
+    /// The files being resolved, outermost first (for cycle detection): canonical path and
+    /// the path as shown.
+    stack: Vec<(PathBuf, PathBuf)>,
     /// Every file already merged (or being merged): each is loaded once.
     seen: HashSet<PathBuf>,
     merged: Merged,
     index: MergeIndex,
 }
 
-/// Resolves `path` and its includes depth-first into `walk.merged`. A file reached a
+/// Resolves `path` and its includes depth-first into `walk.merged`. `path` is the file as
+/// the user named it (the boot file's path joined with `profiles/…` and the includes'
+/// relative paths, lexically tidied): every error names it that way, never canonicalised. A file reached a
 /// second time (a diamond of includes) is not loaded again: its entries are already
 /// merged at its first position.
-fn resolve(path: &Path, depth: usize, walk: &mut Walk, env: &EnvLayers) -> Result<(), ConfigError> {
-    let canonical = std::fs::canonicalize(path).map_err(|err| {
+fn resolve(
+    real: &Path,
+    path: &Path,
+    depth: usize,
+    walk: &mut Walk,
+    env: &EnvLayers,
+) -> Result<(), ConfigError> {
+    let canonical = std::fs::canonicalize(real).map_err(|err| {
         ConfigError::new(
             ConfigErrorKind::Io,
             path,
@@ -339,15 +353,15 @@ fn resolve(path: &Path, depth: usize, walk: &mut Walk, env: &EnvLayers) -> Resul
             format!("cannot open: {}", err.kind()),
         )
     })?;
-    if let Some(start) = walk.stack.iter().position(|p| *p == canonical) {
+    if let Some(start) = walk.stack.iter().position(|(p, _)| *p == canonical) {
         let cycle: Vec<String> = walk.stack[start..]
             .iter()
-            .chain(std::iter::once(&canonical))
-            .map(|p| p.display().to_string())
+            .map(|(_, shown)| shown.display().to_string())
+            .chain(std::iter::once(path.display().to_string()))
             .collect();
         return Err(ConfigError::new(
             ConfigErrorKind::Include,
-            walk.stack.last().map_or(path, |p| p.as_path()),
+            walk.stack.last().map_or(path, |(_, shown)| shown.as_path()),
             Some("include".into()),
             format!("include cycle: {}", cycle.join(" -> ")),
         ));
@@ -358,33 +372,37 @@ fn resolve(path: &Path, depth: usize, walk: &mut Walk, env: &EnvLayers) -> Resul
     if walk.seen.len() > MAX_INCLUDE_FILES {
         return Err(ConfigError::new(
             ConfigErrorKind::Include,
-            walk.stack.last().map_or(path, |p| p.as_path()),
+            walk.stack.last().map_or(path, |(_, shown)| shown.as_path()),
             Some("include".into()),
             format!(
                 "the include graph loads more than {MAX_INCLUDE_FILES} files (the limit on distinct files per profile)"
             ),
         ));
     }
-    let raw = read_file(&canonical, env)?;
-    let parent = canonical
+    let raw = read_file_shown(&canonical, path, env)?;
+    // Includes open relative to the real (symlink-resolved) directory, and are shown
+    // relative to the path the user gave.
+    let real_parent = canonical
         .parent()
         .unwrap_or_else(|| Path::new("."))
         .to_path_buf();
-    walk.stack.push(canonical.clone());
+    let parent = path.parent().unwrap_or_else(|| Path::new("")).to_path_buf();
+    walk.stack.push((canonical.clone(), path.to_path_buf()));
     for (i, include) in raw.include.iter().enumerate() {
         if depth + 1 > MAX_INCLUDE_DEPTH {
             return Err(ConfigError::new(
                 ConfigErrorKind::Include,
-                &canonical,
+                path,
                 Some(format!("include[{i}]")),
                 format!("includes nest deeper than {MAX_INCLUDE_DEPTH} levels"),
             ));
         }
-        let target = parent.join(include);
-        if let Some(why) = files::not_a_file(&target) {
+        let real_target = real_parent.join(include);
+        let target = tidy(&parent.join(include));
+        if let Some(why) = files::not_a_file(&real_target) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Include,
-                &canonical,
+                path,
                 Some(format!("include[{i}]")),
                 format!(
                     "included file `{}` {why}",
@@ -392,10 +410,35 @@ fn resolve(path: &Path, depth: usize, walk: &mut Walk, env: &EnvLayers) -> Resul
                 ),
             ));
         }
-        resolve(&target, depth + 1, walk, env)?;
+        resolve(&real_target, &target, depth + 1, walk, env)?;
     }
     walk.stack.pop();
-    walk.merged.absorb(&mut walk.index, &canonical, raw)
+    walk.merged.absorb(&mut walk.index, path, raw)
+}
+
+/// `path` with `.` components dropped and `dir/..` pairs folded, for display only (files
+/// are opened through their real, symlink-resolved directory). A `..` that would climb
+/// above the start of a relative path is kept.
+fn tidy(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out: Vec<Component<'_>> = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => match out.last() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(component),
+            },
+            other => out.push(other),
+        }
+    }
+    if out.is_empty() {
+        return PathBuf::from(".");
+    }
+    out.iter().collect()
 }
 
 /// Loads the profile at `source`: includes, merge, allowlist, validation, and the check
@@ -407,7 +450,7 @@ pub fn load_profile(
     env: &EnvLayers,
 ) -> Result<Config, ConfigError> {
     let mut walk = Walk::default();
-    resolve(&source.path, 0, &mut walk, env)?;
+    resolve(&source.path, &source.path, 0, &mut walk, env)?;
     let merged = walk.merged;
     check_server(&merged, &source.path, boot, boot_server)?;
     validate::build(merged, boot_server.clone())

@@ -635,3 +635,63 @@ dominion = "gpu0"
     )
     .await;
 }
+
+/// Boots `serve <boot> --profile main` from `cwd` expecting a failure; returns stderr.
+async fn boot_failure_from(cwd: &std::path::Path, boot: &str) -> String {
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_promptforge-gateway"))
+            .args(["serve", boot, "--profile", "main"])
+            .current_dir(cwd)
+            .envs(base_env())
+            .env_remove("PROMPTFORGE_GATEWAY_CONFIG")
+            .output(),
+    )
+    .await
+    .expect("a broken config must never reach a listening socket")
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_errors_name_files_as_the_user_gave_them() {
+    let dir = ConfigDir::new();
+    dir.write(
+        "gateway.toml",
+        "[server]\nbind = \"127.0.0.1:0\"\napi_key = \"k\"\n",
+    );
+    dir.write(
+        "profiles/main.toml",
+        "include = [\"../gateway.toml\"]\nfoo = 1\n",
+    );
+    let stderr = boot_failure_from(dir.path(), "gateway.toml").await;
+    assert!(
+        stderr.starts_with("error: profiles/main.toml: "),
+        "{stderr}"
+    );
+
+    // An include's problems name it relative to the including file as given, tidied.
+    dir.write(
+        "profiles/main.toml",
+        "include = [\"../gateway.toml\", \"../shared/models.toml\"]\n",
+    );
+    dir.write("shared/models.toml", "bogus = true\n");
+    let stderr = boot_failure_from(dir.path(), "gateway.toml").await;
+    assert!(
+        stderr.starts_with("error: shared/models.toml: "),
+        "{stderr}"
+    );
+    let parent = dir.path().parent().unwrap();
+    let name = dir.path().file_name().unwrap().to_str().unwrap();
+    let stderr = boot_failure_from(parent, &format!("{name}/gateway.toml")).await;
+    assert!(
+        stderr.starts_with(&format!("error: {name}/shared/models.toml: ")),
+        "{stderr}"
+    );
+    let absolute = dir.path().canonicalize().unwrap();
+    assert!(
+        !stderr.contains(absolute.to_str().unwrap()),
+        "an absolute path the user never typed: {stderr}"
+    );
+}
