@@ -111,6 +111,11 @@ pub(crate) struct Unit {
     pub(crate) arm: Option<(Json, usize)>,
     phase: AtomicU8,
     pub(crate) instructions: AtomicU64,
+    /// Set once the unit ran out of its instruction budget or was cancelled: from then on
+    /// every hook tick, `pcall` return and block start raises this error again.
+    dead: Mutex<Option<RunError>>,
+    /// The last `error()` raised with a non-string value: (rendered, type, location).
+    noted: Mutex<Option<(String, String, Option<String>)>>,
     jump: Mutex<Option<Target>>,
     pub(crate) scope: Mutex<SectionScope>,
 }
@@ -164,6 +169,8 @@ impl Unit {
             arm,
             phase: AtomicU8::new(Phase::Body as u8),
             instructions: AtomicU64::new(0),
+            dead: Mutex::new(None),
+            noted: Mutex::new(None),
             jump: Mutex::new(None),
             scope: Mutex::new(SectionScope::default()),
         }
@@ -190,6 +197,92 @@ impl Unit {
             scopes,
             cancel,
         }
+    }
+
+    /// Why the unit is dead, if it is.
+    pub(crate) fn dead(&self) -> Option<RunError> {
+        self.dead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Marks the unit dead (the first reason wins) and returns the reason it died of.
+    pub(crate) fn kill(&self, reason: RunError) -> RunError {
+        self.dead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason)
+            .clone()
+    }
+
+    /// Records an `error()` call with a non-string value, so the error that reaches the
+    /// host can say where it was raised.
+    pub(crate) fn note_error(&self, rendered: String, kind: String, location: Option<String>) {
+        *self.noted.lock().unwrap_or_else(PoisonError::into_inner) = Some((rendered, kind, location));
+    }
+
+    /// Converts a Lua error that ended one of this unit's blocks: the unit's death wins,
+    /// and an `error()` with a non-string value is reported with its location and type.
+    pub(crate) fn lua_error(&self, error: &mlua::Error) -> RunError {
+        if let Some(reason) = self.dead() {
+            return reason;
+        }
+        let converted = super::values::from_lua_error(error);
+        let converted = super::values::locate(error, converted, self.run.prompt.origin());
+        if converted.kind() != RunErrorKind::Lua {
+            return converted;
+        }
+        let noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        match noted {
+            Some((rendered, kind, location)) if converted.message() == rendered => {
+                let shown = match kind.as_str() {
+                    "nil" => String::new(),
+                    "table" => " (a table)".to_owned(),
+                    _ => format!(" ({})", super::values::cap_message(&rendered)),
+                };
+                RunError::new(
+                    RunErrorKind::Lua,
+                    format!(
+                        "{}error() was called with a {kind} value{shown} instead of a message; \
+                         pass a string, such as error(\"what went wrong\")",
+                        location.unwrap_or_default()
+                    ),
+                )
+            }
+            _ => converted,
+        }
+    }
+
+    /// Raises the unit's death again, or kills it when the run was cancelled.
+    pub(crate) fn check_alive(&self) -> Result<(), RunError> {
+        if let Some(reason) = self.dead() {
+            return Err(reason);
+        }
+        if self.cancel.is_cancelled() {
+            return Err(self.kill(RunError::cancelled()));
+        }
+        Ok(())
+    }
+
+    /// Charges `steps` instructions (VM instructions, or the equivalent work of a metered
+    /// library function) to the current block's budget; past the budget the unit dies.
+    pub(crate) fn charge(&self, steps: u64) -> Result<(), RunError> {
+        self.check_alive()?;
+        let budget = self.run.limits.lua_instructions.get();
+        let used = self
+            .instructions
+            .fetch_add(steps, Ordering::Relaxed)
+            .saturating_add(steps);
+        if used > budget {
+            return Err(self.kill(RunError::new(
+                RunErrorKind::InstructionBudget,
+                format!(
+                    "a Lua block ran past its budget of {budget} instructions                      (RunLimits::lua_instructions) and was aborted (an endless loop?)"
+                ),
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn set_phase(&self, phase: Phase) {
@@ -231,11 +324,12 @@ impl Unit {
     /// itself) and its direct children. The H1 sees the top-level sections.
     pub(crate) fn resolve(&self, address: &str) -> Result<Target, RunError> {
         let data = &self.run.prompt.data;
+        let shown = crate::error::quote_text(address, 160, false);
         let Some((level, name)) = parse_address(address) else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 format!(
-                    "`{address}` is not a section address; write the heading level and name, \
+                    "`{shown}` is not a section address; write the heading level and name, \
                      such as `## Research`"
                 ),
             ));
@@ -251,11 +345,18 @@ impl Unit {
         if let Some(&section) = children.iter().find(matches) {
             return Ok(Target::Child { section });
         }
-        let visible: Vec<String> = siblings
+        // The listing is capped: a level may hold thousands of sections.
+        const LISTED: usize = 20;
+        let total = siblings.len() + children.len();
+        let mut visible: Vec<String> = siblings
             .iter()
             .chain(children.iter())
+            .take(LISTED)
             .map(|&id| format!("`{}`", data.sections[id].heading()))
             .collect();
+        if total > LISTED {
+            visible.push(format!("and {} more", total - LISTED));
+        }
         let listing = if visible.is_empty() {
             "none".to_owned()
         } else {
@@ -264,7 +365,7 @@ impl Unit {
         Err(RunError::new(
             RunErrorKind::Control,
             format!(
-                "no section `{address}` is visible from `{}`; visible sections: {listing}",
+                "no section `{shown}` is visible from `{}`; visible sections: {listing}",
                 self.heading
             ),
         ))

@@ -80,6 +80,7 @@ impl Vm {
             .set_mode(ChunkMode::Binary)
             .into_function()
             .map_err(|e| from_lua_error(&e))?;
+        unit.check_alive()?;
         unit.instructions.store(0, Ordering::Relaxed);
         let mut call = pin!(function.call_async::<mlua::MultiValue>(()));
         let finished = poll_fn(|cx| match call.as_mut().poll(cx) {
@@ -89,8 +90,12 @@ impl Vm {
         });
         let outcome = tokio::select! {
             outcome = finished => outcome,
-            () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+            () = unit.cancel.cancelled() => return Err(unit.kill(RunError::cancelled())),
         };
+        // A dead unit's block failed, whatever the Lua code made of its error.
+        if let Some(reason) = unit.dead() {
+            return Err(reason);
+        }
         match outcome {
             None => match unit.take_jump() {
                 Some(target) => Ok(ChunkEnd::Jump(target)),
@@ -103,7 +108,7 @@ impl Vm {
                 let first = values.into_iter().next().unwrap_or(Value::Nil);
                 Ok(ChunkEnd::Value(values::result_string(&self.lua, first)?))
             }
-            Some(Err(error)) => Err(from_lua_error(&error)),
+            Some(Err(error)) => Err(unit.lua_error(&error)),
         }
     }
 
@@ -147,17 +152,21 @@ impl Vm {
             .map_err(|e| from_lua_error(&e))?;
         let handler: mlua::Function = handlers.raw_get(alias).map_err(|e| from_lua_error(&e))?;
         let args = self.lua.to_value(&args).map_err(|e| from_lua_error(&e))?;
+        unit.check_alive()?;
         unit.set_phase(super::unit::Phase::ToolHandler);
         unit.instructions.store(0, Ordering::Relaxed);
         let result = tokio::select! {
             result = handler.call_async::<Value>(args) => result,
             () = unit.cancel.cancelled() => {
                 unit.set_phase(super::unit::Phase::Body);
-                return Err(RunError::cancelled());
+                return Err(unit.kill(RunError::cancelled()));
             }
         };
         unit.set_phase(super::unit::Phase::Body);
-        match result.map_err(|e| from_lua_error(&e))? {
+        if let Some(reason) = unit.dead() {
+            return Err(reason);
+        }
+        match result.map_err(|e| unit.lua_error(&e))? {
             Value::String(text) => Ok(text.to_string_lossy()),
             value @ (Value::Integer(_) | Value::Number(_)) => {
                 values::scalar_or_json(&self.lua, value, "the handler's result")
@@ -211,26 +220,15 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
     )?;
     lua.set_memory_limit(unit.run.limits.lua_memory_bytes.get())?;
     lua.set_app_data(values::Origin(unit.run.prompt.origin().to_owned()));
-    let budget = unit.run.limits.lua_instructions.get();
     let hook_unit = Arc::clone(unit);
+    // Every tick charges the budget and re-raises a death: once a unit is over budget or
+    // cancelled, nothing it runs afterwards gets further than the next tick.
     lua.set_global_hook(
         HookTriggers::new().every_nth_instruction(HOOK_STEP),
         move |_, _| {
-            if hook_unit.cancel.is_cancelled() {
-                return Err(mlua::Error::external(RunError::cancelled()));
-            }
-            let used = hook_unit
-                .instructions
-                .fetch_add(u64::from(HOOK_STEP), Ordering::Relaxed);
-            if used >= budget {
-                return Err(mlua::Error::external(RunError::new(
-                    RunErrorKind::InstructionBudget,
-                    format!(
-                        "a Lua block ran past its budget of {budget} instructions and was \
-                         aborted (an endless loop?)"
-                    ),
-                )));
-            }
+            hook_unit
+                .charge(u64::from(HOOK_STEP))
+                .map_err(mlua::Error::external)?;
             Ok(VmState::Continue)
         },
     )?;
@@ -238,10 +236,39 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
 }
 
 fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
+    let alive_unit = Arc::clone(unit);
+    let alive = lua.create_function(move |_, ()| {
+        alive_unit.check_alive().map_err(mlua::Error::external)
+    })?;
+    let charge_unit = Arc::clone(unit);
+    let charge = lua.create_function(move |_, steps: f64| {
+        // Saturating: a huge or infinite count is simply over any budget.
+        let steps = if steps.is_nan() || steps < 1.0 {
+            0
+        } else if steps >= 1.8e19 {
+            u64::MAX
+        } else {
+            steps as u64
+        };
+        charge_unit.charge(steps).map_err(mlua::Error::external)
+    })?;
+    let clean = lua.create_function(|lua, value: Value| match value {
+        Value::Error(error) => {
+            let text = values::cap_message(&from_lua_error(&error).to_string());
+            lua.create_string(text).map(Value::String)
+        }
+        other => Ok(other),
+    })?;
+    let note_unit = Arc::clone(unit);
+    let note_error = lua.create_function(move |lua, (rendered, kind): (String, String)| {
+        let location = values::prompt_location(lua);
+        note_unit.note_error(rendered, kind, location);
+        Ok(())
+    })?;
     let helpers: Table = lua
         .load(&unit.run.prompt.data.prelude[..])
         .set_mode(ChunkMode::Binary)
-        .call(lua.null())?;
+        .call((lua.null(), alive, charge, clean, note_error))?;
     lua.set_named_registry_value(HELPERS_KEY, &helpers)?;
     let globals = lua.globals();
 
@@ -272,6 +299,7 @@ fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
     globals.set("sys", seal.call::<Table>((sys, unit.arm.is_some()))?)?;
 
     api::install(lua, unit)?;
+    super::patterns::install(lua, unit)?;
     // Last, because creating async functions makes mlua open the coroutine library.
     for name in REMOVED_GLOBALS {
         globals.raw_remove(name)?;
