@@ -391,7 +391,7 @@ pub(crate) fn walk<'a>(
         let prompt = ctx.run.prompt.clone();
         let data = &prompt.data;
         let level = unit::level_of(data, start);
-        let Some(mut index) = level.iter().position(|&s| s == start) else {
+        let Some(mut index) = Some(data.sections[start].position).filter(|&i| level.get(i) == Some(&start)) else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 "internal: walk start is not in its level",
@@ -410,9 +410,8 @@ pub(crate) fn walk<'a>(
                 UnitEnd::Fallthrough | UnitEnd::Exhausted => index += 1,
                 UnitEnd::Returned(value) => return Ok(WalkEnd::Returned(value)),
                 UnitEnd::Jump(Target::Sibling { section: target }) => {
-                    index = level
-                        .iter()
-                        .position(|&s| s == target)
+                    index = Some(data.sections[target].position)
+                        .filter(|&i| level.get(i) == Some(&target))
                         .unwrap_or(level.len());
                     forced = true;
                 }

@@ -334,17 +334,29 @@ impl Unit {
                 ),
             ));
         };
-        let (siblings, children) = self.visible(data);
-        let matches = |&&id: &&SectionId| {
-            let section = &data.sections[id];
-            section.level == level && section.name == name
+        // O(1) lookups: a level may hold many thousands of sections.
+        let lookup = |parent: Option<SectionId>| {
+            data.names
+                .get(&(parent, name.to_owned()))
+                .copied()
+                .filter(|&id| data.sections[id].level == level)
         };
-        if let Some(&section) = siblings.iter().find(matches) {
-            return Ok(Target::Sibling { section });
+        match self.section {
+            None => {
+                if let Some(section) = lookup(None) {
+                    return Ok(Target::Child { section });
+                }
+            }
+            Some(id) => {
+                if let Some(section) = lookup(data.sections[id].parent).filter(|&s| s != id) {
+                    return Ok(Target::Sibling { section });
+                }
+                if let Some(section) = lookup(Some(id)) {
+                    return Ok(Target::Child { section });
+                }
+            }
         }
-        if let Some(&section) = children.iter().find(matches) {
-            return Ok(Target::Child { section });
-        }
+        let (siblings, children) = self.visible(data);
         // The listing is capped: a level may hold thousands of sections.
         const LISTED: usize = 20;
         let total = siblings.len() + children.len();
