@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use promptforge_core::client::{GatewayClient, ModelCatalog, RequestLimits};
-use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_core::parse::{MAX_PROMPT_BYTES, source_from_bytes};
+use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };

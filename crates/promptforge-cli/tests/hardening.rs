@@ -70,7 +70,9 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
 const BUSY: &str = "---\nname: busy\ndescription: never ends on its own\npromptforge: 1\n---\n\n# Busy\n\n## A\n\n```lua\npcall(function() for i = 1, 3000000 do end end)\njump('## B')\n```\n\n## B\n\n```lua\nwhile true do if pcall(function() for i = 1, 3000000 do end end) then break end end\njump('## A')\n```\n";
 
 fn interrupt(pid: u32) {
-    let _ = Command::new("kill").args(["-INT", &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
 }
 
 #[test]
@@ -86,12 +88,20 @@ fn ctrl_c_ends_a_busy_run_with_130() {
         .unwrap();
     // The handler is registered before the file is read; give the run time to get busy.
     std::thread::sleep(Duration::from_millis(800));
-    assert!(child.try_wait().unwrap().is_none(), "the busy prompt ended on its own");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the busy prompt ended on its own"
+    );
     interrupt(child.id());
     let status = wait_bounded(&mut child);
     assert_eq!(status.code(), Some(130), "{status:?}");
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     assert_eq!(out, "");
 }
 
@@ -147,7 +157,11 @@ fn oversized_and_non_utf8_files_are_refused() {
     assert!(err.contains("at most 8 MiB"), "{err}");
 
     let bad = dir.path().join("bad.md");
-    std::fs::write(&bad, b"---\nname: b\ndescription: d\npromptforge: 1\n---\n\n# B\n\xc3\x28\n").unwrap();
+    std::fs::write(
+        &bad,
+        b"---\nname: b\ndescription: d\npromptforge: 1\n---\n\n# B\n\xc3\x28\n",
+    )
+    .unwrap();
     let mut command = promptforge();
     command.args(["run", &bad.display().to_string()]);
     let (status, _, err) = run_bounded(command);

@@ -29,11 +29,19 @@ fn parse(body: &str) -> Prompt {
 }
 
 /// Runs `body` (the `## Main` block) with `limits` on its own thread, bounded by DEADLINE.
-fn run_bounded(body: &str, limits: RunLimits, cancel: Option<CancelHandle>) -> Result<String, RunError> {
+fn run_bounded(
+    body: &str,
+    limits: RunLimits,
+    cancel: Option<CancelHandle>,
+) -> Result<String, RunError> {
     run_prompt(parse(body), limits, cancel)
 }
 
-fn run_prompt(prompt: Prompt, limits: RunLimits, cancel: Option<CancelHandle>) -> Result<String, RunError> {
+fn run_prompt(
+    prompt: Prompt,
+    limits: RunLimits,
+    cancel: Option<CancelHandle>,
+) -> Result<String, RunError> {
     let body = prompt.origin().to_owned();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -66,7 +74,10 @@ fn expect(result: Result<String, RunError>, kind: RunErrorKind, fragments: &[&st
     };
     assert_eq!(error.kind(), kind, "{error}");
     for fragment in fragments {
-        assert!(error.to_string().contains(fragment), "`{error}` lacks `{fragment}`");
+        assert!(
+            error.to_string().contains(fragment),
+            "`{error}` lacks `{fragment}`"
+        );
     }
     error
 }
@@ -188,7 +199,11 @@ return table.concat(out, ",")
 #[test]
 fn malformed_patterns_are_lua_errors_with_a_location() {
     let error = expect(
-        run_bounded("local x = 1\nreturn string.find('abc', '[a')", RunLimits::new(), None),
+        run_bounded(
+            "local x = 1\nreturn string.find('abc', '[a')",
+            RunLimits::new(),
+            None,
+        ),
         RunErrorKind::Lua,
         &["t.md:", "malformed pattern (missing ']')"],
     );
@@ -268,14 +283,20 @@ fn a_long_walk_names_the_section_entry_limit() {
         RunErrorKind::Limit,
         &["RunLimits::max_section_entries", "1"],
     );
-    assert!(!error.to_string().contains("cycle missing its exit"), "{error}");
+    assert!(
+        !error.to_string().contains("cycle missing its exit"),
+        "{error}"
+    );
     let cycle = "---\nname: t\ndescription: t\npromptforge: 1\n---\n\n# T\n\n## A\n\n```lua\njump('## B')\n```\n\n## B\n\n```lua\njump('## A')\n```\n";
     let prompt = Prompt::parse_named("cycle.md", cycle, "test", &NullObserver).unwrap();
     let limits = RunLimits::new().max_section_entries(NonZeroU64::new(10).unwrap());
     expect(
         run_prompt(prompt, limits, None),
         RunErrorKind::Limit,
-        &["limit of 10 section entries", "RunLimits::max_section_entries"],
+        &[
+            "limit of 10 section entries",
+            "RunLimits::max_section_entries",
+        ],
     );
 }
 
@@ -287,7 +308,10 @@ fn error_with_non_string_values_has_a_location() {
         ("local a = 1\nerror({})", "table"),
         ("local a = 1\nerror(nil)", "nil"),
         ("local a = 1\nerror(42)", "number"),
-        ("local a = 1\nerror(setmetatable({}, {__tostring = function() return 'custom' end}))", "table"),
+        (
+            "local a = 1\nerror(setmetatable({}, {__tostring = function() return 'custom' end}))",
+            "table",
+        ),
     ] {
         let error = expect(
             run_bounded(body, RunLimits::new(), None),
@@ -347,9 +371,22 @@ fn deep_var_tables_are_an_error_with_a_line() {
 
 #[test]
 fn huge_error_messages_are_capped() {
-    let error = run_bounded("error(string.rep('x', 10 * 1024 * 1024))", RunLimits::new(), None).unwrap_err();
-    assert!(error.to_string().len() < 8 * 1024, "{} bytes", error.to_string().len());
-    assert!(error.to_string().contains("bytes in all"), "{}", &error.to_string()[..100]);
+    let error = run_bounded(
+        "error(string.rep('x', 10 * 1024 * 1024))",
+        RunLimits::new(),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().len() < 8 * 1024,
+        "{} bytes",
+        error.to_string().len()
+    );
+    assert!(
+        error.to_string().contains("bytes in all"),
+        "{}",
+        &error.to_string()[..100]
+    );
 }
 
 #[test]
@@ -361,14 +398,23 @@ fn store_path_errors_escape_control_characters() {
     );
     let text = error.to_string();
     assert!(!text.contains('\n') && !text.contains('\0'), "{text:?}");
-    let error = run_bounded("store.read(string.rep('p', 5000))", RunLimits::new(), None).unwrap_err();
-    assert!(error.to_string().len() < 1024, "{}", error.to_string().len());
+    let error =
+        run_bounded("store.read(string.rep('p', 5000))", RunLimits::new(), None).unwrap_err();
+    assert!(
+        error.to_string().len() < 1024,
+        "{}",
+        error.to_string().len()
+    );
 }
 
 #[test]
 fn section_addresses_in_errors_are_escaped() {
     let error = expect(
-        run_bounded("jump('## A\\0B\\n' .. string.rep('z', 5000))", RunLimits::new(), None),
+        run_bounded(
+            "jump('## A\\0B\\n' .. string.rep('z', 5000))",
+            RunLimits::new(),
+            None,
+        ),
         RunErrorKind::Control,
         &[],
     );
@@ -382,7 +428,9 @@ fn limits_have_documented_defaults() {
     let limits = RunLimits::new();
     let shown = format!("{limits:?}");
     assert!(shown.contains("max_store_bytes: 268435456"), "{shown}");
-    assert!(shown.contains("max_fanout_result_bytes: 67108864"), "{shown}");
+    assert!(
+        shown.contains("max_fanout_result_bytes: 67108864"),
+        "{shown}"
+    );
     let _ = NonZeroUsize::MIN;
 }
-

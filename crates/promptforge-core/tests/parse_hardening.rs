@@ -16,7 +16,12 @@ const HEADER: &str = "---\nname: t\ndescription: t\npromptforge: 1\n---\n\n# T\n
 fn parse_within(source: String, limit: Duration) -> Result<Prompt, ParseError> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(Prompt::parse_named("big.md", &source, "test", &NullObserver));
+        let _ = tx.send(Prompt::parse_named(
+            "big.md",
+            &source,
+            "test",
+            &NullObserver,
+        ));
     });
     rx.recv_timeout(limit)
         .unwrap_or_else(|_| panic!("parsing did not finish within {limit:?}"))
@@ -68,11 +73,19 @@ fn frontmatter_messages_speak_the_authors_language() {
     // Duplicate keys: no YAML library option.
     let error = frontmatter_error("name: a\nname: b\ndescription: t\npromptforge: 1\n");
     let text = error.to_string();
-    assert!(text.contains("`name`") && text.contains("more than once"), "{text}");
-    assert!(!text.to_lowercase().contains("policy") && !text.contains("option"), "{text}");
+    assert!(
+        text.contains("`name`") && text.contains("more than once"),
+        "{text}"
+    );
+    assert!(
+        !text.to_lowercase().contains("policy") && !text.contains("option"),
+        "{text}"
+    );
     assert_eq!(error.line(), Some(3));
     // An alias bomb: no internal type names.
-    let mut bomb = String::from("name: t\ndescription: t\npromptforge: 1\nversion:\n  a: &a [x,x,x,x,x,x,x,x,x,x]\n");
+    let mut bomb = String::from(
+        "name: t\ndescription: t\npromptforge: 1\nversion:\n  a: &a [x,x,x,x,x,x,x,x,x,x]\n",
+    );
     for level in 1..9 {
         let prev = (b'a' + level - 1) as char;
         let name = (b'a' + level) as char;
@@ -80,15 +93,25 @@ fn frontmatter_messages_speak_the_authors_language() {
     }
     let error = frontmatter_error(&bomb);
     let text = error.to_string();
-    assert!(!text.contains("Nodes {") && !text.contains("nodes:"), "{text}");
+    assert!(
+        !text.contains("Nodes {") && !text.contains("nodes:"),
+        "{text}"
+    );
     assert!(text.contains("aliases"), "{text}");
     // Other library messages lose their own `line N column M`.
     let error = frontmatter_error("name: t\ndescription: t\npromptforge: 1\ncolour: red\n");
-    assert_eq!(error.to_string(), "fm.md:5: frontmatter: unknown field `colour`, expected one of name, description, promptforge, version, max_tool_iterations, input, output, default_return");
+    assert_eq!(
+        error.to_string(),
+        "fm.md:5: frontmatter: unknown field `colour`, expected one of name, description, promptforge, version, max_tool_iterations, input, output, default_return"
+    );
     // A huge version number is an unsupported version, not a missing one.
-    let error = frontmatter_error("name: t\ndescription: t\npromptforge: 99999999999999999999999\n");
+    let error =
+        frontmatter_error("name: t\ndescription: t\npromptforge: 99999999999999999999999\n");
     assert_eq!(error.kind(), ParseErrorKind::UnsupportedVersion, "{error}");
-    assert!(error.to_string().contains("99999999999999999999999"), "{error}");
+    assert!(
+        error.to_string().contains("99999999999999999999999"),
+        "{error}"
+    );
     // A missing closing `---` says so.
     let source = "---\nname: t\ndescription: t\npromptforge: 1\n\n# T\n";
     let error = Prompt::parse_named("fm.md", source, "test", &NullObserver).unwrap_err();
@@ -112,7 +135,10 @@ fn prompt_bytes_must_be_utf8_and_the_error_names_the_offset() {
     let error = promptforge_core::parse::source_from_bytes("bin.md", bytes).unwrap_err();
     assert_eq!(error.kind(), ParseErrorKind::InvalidEncoding);
     let offset = HEADER.len() + 9;
-    assert!(error.to_string().contains(&format!("byte offset {offset}")), "{error}");
+    assert!(
+        error.to_string().contains(&format!("byte offset {offset}")),
+        "{error}"
+    );
     assert_eq!(error.line(), Some(11));
     assert_eq!(
         promptforge_core::parse::source_from_bytes("ok.md", HEADER.as_bytes().to_vec()).unwrap(),

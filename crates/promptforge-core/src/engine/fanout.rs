@@ -63,7 +63,9 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.run.fanout_bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.run
+            .fanout_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 

@@ -391,7 +391,9 @@ pub(crate) fn walk<'a>(
         let prompt = ctx.run.prompt.clone();
         let data = &prompt.data;
         let level = unit::level_of(data, start);
-        let Some(mut index) = Some(data.sections[start].position).filter(|&i| level.get(i) == Some(&start)) else {
+        let Some(mut index) =
+            Some(data.sections[start].position).filter(|&i| level.get(i) == Some(&start))
+        else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 "internal: walk start is not in its level",

@@ -209,9 +209,7 @@ impl<'a, M: Meter> Matcher<'a, M> {
                 }
                 loop {
                     if q >= len {
-                        return Err(Stop::Pattern(
-                            "malformed pattern (missing ']')".to_owned(),
-                        ));
+                        return Err(Stop::Pattern("malformed pattern (missing ']')".to_owned()));
                     }
                     let c = self.pat[q];
                     q += 1;
@@ -365,7 +363,8 @@ impl<'a, M: Meter> Matcher<'a, M> {
             CapLen::Len(len) => len,
         };
         self.tick(1 + (len / 64) as u64)?;
-        let matches = self.src.len() - s >= len && self.src[start..start + len] == self.src[s..s + len];
+        let matches =
+            self.src.len() - s >= len && self.src[start..start + len] == self.src[s..s + len];
         Ok(matches.then_some(s + len))
     }
 
@@ -524,11 +523,18 @@ fn arg(args: &MultiValue, index: usize) -> Value {
     args.get(index).cloned().unwrap_or(Value::Nil)
 }
 
-fn string_arg(lua: &Lua, args: &MultiValue, index: usize, name: &str) -> mlua::Result<mlua::LuaString> {
+fn string_arg(
+    lua: &Lua,
+    args: &MultiValue,
+    index: usize,
+    name: &str,
+) -> mlua::Result<mlua::LuaString> {
     let value = arg(args, index);
     let type_name = value.type_name();
-    if matches!(value, Value::String(_) | Value::Integer(_) | Value::Number(_))
-        && let Some(text) = lua.coerce_string(value)?
+    if matches!(
+        value,
+        Value::String(_) | Value::Integer(_) | Value::Number(_)
+    ) && let Some(text) = lua.coerce_string(value)?
     {
         return Ok(text);
     }
@@ -553,7 +559,10 @@ fn int_arg(
         return Ok(default);
     }
     let type_name = value.type_name();
-    let is_number = matches!(value, Value::Integer(_) | Value::Number(_) | Value::String(_));
+    let is_number = matches!(
+        value,
+        Value::Integer(_) | Value::Number(_) | Value::String(_)
+    );
     match lua.coerce_integer(value)? {
         Some(integer) => Ok(integer),
         None => Err(lua_error(
@@ -578,9 +587,9 @@ fn push_captures(lua: &Lua, src: &[u8], captures: &[Capture]) -> mlua::Result<Ve
         .iter()
         .map(|capture| match *capture {
             Capture::Text(start, end) => lua.create_string(&src[start..end]).map(Value::String),
-            Capture::Position(position) => Ok(Value::Integer(
-                i64::try_from(position).unwrap_or(i64::MAX),
-            )),
+            Capture::Position(position) => {
+                Ok(Value::Integer(i64::try_from(position).unwrap_or(i64::MAX)))
+            }
         })
         .collect()
 }
@@ -604,8 +613,9 @@ fn find_aux(
         return Ok(MultiValue::from_iter([Value::Nil]));
     }
     let mut meter = UnitMeter(Arc::clone(unit));
-    let plain = find && (arg(args, 3).as_boolean().unwrap_or(!arg(args, 3).is_nil())
-        || !pat.iter().any(|b| SPECIALS.contains(b)));
+    let plain = find
+        && (arg(args, 3).as_boolean().unwrap_or(!arg(args, 3).is_nil())
+            || !pat.iter().any(|b| SPECIALS.contains(b)));
     if plain {
         let found = plain_find(&src, &pat, init, &mut meter)
             .map_err(|e| stop_error(lua, unit, Stop::Meter(e), name))?;
@@ -729,7 +739,9 @@ fn gsub(lua: &Lua, unit: &Arc<Unit>, args: &MultiValue) -> mlua::Result<MultiVal
         }
     };
     let (src, pat) = (subject.as_bytes(), pattern.as_bytes());
-    let default_max = i64::try_from(src.len()).unwrap_or(i64::MAX).saturating_add(1);
+    let default_max = i64::try_from(src.len())
+        .unwrap_or(i64::MAX)
+        .saturating_add(1);
     let max = int_arg(lua, args, 3, "gsub", default_max)?;
     let anchor = pat.first() == Some(&b'^');
     let body = if anchor { &pat[1..] } else { &pat[..] };
@@ -806,7 +818,10 @@ fn add_value<M: Meter>(
                     Some(b'%') => out.push(b'%'),
                     Some(b'0') => out.extend_from_slice(&src[s..e]),
                     Some(digit @ b'1'..=b'9') => {
-                        match matcher.capture(usize::from(digit - b'1'), s, e).map_err(stop)? {
+                        match matcher
+                            .capture(usize::from(digit - b'1'), s, e)
+                            .map_err(stop)?
+                        {
                             Capture::Text(a, b) => out.extend_from_slice(&src[a..b]),
                             Capture::Position(p) => out.extend_from_slice(p.to_string().as_bytes()),
                         }
@@ -866,9 +881,10 @@ mod tests {
 
     impl Meter for Budget {
         fn charge(&mut self, steps: u64) -> Result<(), RunError> {
-            self.0 = self.0.checked_sub(steps).ok_or_else(|| {
-                RunError::new(RunErrorKind::InstructionBudget, "out of steps")
-            })?;
+            self.0 = self
+                .0
+                .checked_sub(steps)
+                .ok_or_else(|| RunError::new(RunErrorKind::InstructionBudget, "out of steps"))?;
             Ok(())
         }
     }
@@ -905,7 +921,9 @@ mod tests {
         for pat in ["%", "[a", "(()", "%b", "%f", "%1"] {
             let mut meter = Budget(u64::MAX);
             let mut m = Matcher::new(b"abc", pat.as_bytes(), &mut meter);
-            let result = m.try_at(0).and_then(|_| m.captures(Some((0, 0))).map(|_| None::<usize>));
+            let result = m
+                .try_at(0)
+                .and_then(|_| m.captures(Some((0, 0))).map(|_| None::<usize>));
             assert!(matches!(result, Err(Stop::Pattern(_))), "{pat}");
         }
     }

@@ -219,7 +219,8 @@ impl Unit {
     /// Records an `error()` call with a non-string value, so the error that reaches the
     /// host can say where it was raised.
     pub(crate) fn note_error(&self, rendered: String, kind: String, location: Option<String>) {
-        *self.noted.lock().unwrap_or_else(PoisonError::into_inner) = Some((rendered, kind, location));
+        *self.noted.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((rendered, kind, location));
     }
 
     /// Converts a Lua error that ended one of this unit's blocks: the unit's death wins,
@@ -233,7 +234,11 @@ impl Unit {
         if converted.kind() != RunErrorKind::Lua {
             return converted;
         }
-        let noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let noted = self
+            .noted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         match noted {
             Some((rendered, kind, location)) if converted.message() == rendered => {
                 let shown = match kind.as_str() {

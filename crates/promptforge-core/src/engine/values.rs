@@ -149,7 +149,13 @@ pub(crate) fn locate(error: &mlua::Error, converted: RunError, origin: &str) -> 
             function = name.strip_suffix('\'').map(|name| {
                 // Lua names a table's function by its field only; the store's are unambiguous.
                 const STORE: [&str; 8] = [
-                    "write", "append", "read", "read_numbered", "str_replace", "glob", "exists",
+                    "write",
+                    "append",
+                    "read",
+                    "read_numbered",
+                    "str_replace",
+                    "glob",
+                    "exists",
                     "delete",
                 ];
                 if rest.starts_with("field") && STORE.contains(&name) {

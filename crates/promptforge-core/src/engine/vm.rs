@@ -237,9 +237,8 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
 
 fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
     let alive_unit = Arc::clone(unit);
-    let alive = lua.create_function(move |_, ()| {
-        alive_unit.check_alive().map_err(mlua::Error::external)
-    })?;
+    let alive =
+        lua.create_function(move |_, ()| alive_unit.check_alive().map_err(mlua::Error::external))?;
     let charge_unit = Arc::clone(unit);
     let charge = lua.create_function(move |_, steps: f64| {
         // Saturating: a huge or infinite count is simply over any budget.

@@ -231,7 +231,10 @@ pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
     // A number too large for any version is an unsupported version, named as written.
     let written = written_version(split.yaml).unwrap_or_else(|| promptforge.clone());
     let digits = written.split('.').next().unwrap_or("");
-    if major_of(&promptforge).is_none() && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+    if major_of(&promptforge).is_none()
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
         return Err(ParseError::new(
             ParseErrorKind::UnsupportedVersion,
             format!(

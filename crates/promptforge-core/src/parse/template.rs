@@ -37,7 +37,10 @@ impl Template {
             literal.push_str(&rest[..at]);
             let open = consumed + at;
             let after = &rest[at + 2..];
-            newlines += text.as_bytes()[counted..open].iter().filter(|&&b| b == b'\n').count();
+            newlines += text.as_bytes()[counted..open]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
             counted = open;
             let here = line + newlines;
             let span = Some(offset + open..offset + open + 2);
