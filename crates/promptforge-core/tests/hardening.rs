@@ -434,3 +434,71 @@ fn limits_have_documented_defaults() {
     );
     let _ = NonZeroUsize::MIN;
 }
+
+// ---- The metered pattern functions agree with Lua's C implementation ----
+
+fn lua_literal(bytes: &str) -> String {
+    let mut out = String::from("\"");
+    for b in bytes.bytes() {
+        out.push_str(&format!("\\{b:03}"));
+    }
+    out.push('"');
+    out
+}
+
+fn pattern_program(subject: &str, pattern: &str) -> String {
+    format!(
+        r#"local s, p = {}, {}
+local out = {{}}
+local function add(ok, ...)
+  if not ok then out[#out + 1] = "err" return end
+  local t = table.pack(...)
+  for i = 1, t.n do out[#out + 1] = tostring(t[i]) end
+end
+add(pcall(string.find, s, p))
+add(pcall(string.find, s, p, 2))
+add(pcall(string.find, s, p, -3, true))
+add(pcall(string.match, s, p))
+add(pcall(string.match, s, p, 3))
+add(pcall(function()
+  local r = {{}}
+  for a, b in string.gmatch(s, p) do
+    r[#r + 1] = tostring(a) .. "/" .. tostring(b)
+    if #r > 50 then break end
+  end
+  return table.concat(r, ",")
+end))
+add(pcall(string.gsub, s, p, "<%0>"))
+add(pcall(string.gsub, s, p, "[%1]", 2))
+add(pcall(string.gsub, s, p, {{a = "A", ["1"] = false}}))
+add(pcall(string.gsub, s, p, function(a) if a == "b" then return nil end return "{{" .. tostring(a) .. "}}" end))
+return table.concat(out, "|")"#,
+        lua_literal(subject),
+        lua_literal(pattern)
+    )
+}
+
+fn pattern_item() -> impl proptest::strategy::Strategy<Value = &'static str> {
+    proptest::sample::select(vec![
+        "a", "b", ".", "%a", "%d", "%s", "%W", "[ab]", "[^a]", "[a-c]", "%b()", "%f[%a]", "(",
+        ")", "()", "%1", "^", "$", "*", "+", "-", "?", "%", "[", "]", "%%", "%(",
+    ])
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 96, failure_persistence: None, ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn metered_patterns_agree_with_c(
+        subject in "[ab1 ()]{0,12}",
+        items in proptest::collection::vec(pattern_item(), 1..7),
+    ) {
+        let pattern = items.concat();
+        let program = pattern_program(&subject, &pattern);
+        let expected: String = mlua::Lua::new().load(&program).eval().unwrap();
+        let actual = run_bounded(&program, RunLimits::new(), None).unwrap();
+        proptest::prop_assert_eq!(actual, expected, "subject {:?} pattern {:?}", subject, pattern);
+    }
+}
