@@ -36,6 +36,12 @@ pub(crate) fn scalar_or_json(lua: &Lua, value: Value, what: &str) -> Result<Stri
 /// Converts a Lua value to JSON; `what` names it in the error.
 pub(crate) fn to_json(lua: &Lua, value: Value, what: &str) -> Result<Json, RunError> {
     lua.from_value::<Json>(value).map_err(|error| {
+        if lua_message(&error).contains("recursion limit") {
+            return RunError::new(
+                RunErrorKind::Lua,
+                format!("{what} nests tables too deeply to be JSON data (at most 100 levels)"),
+            );
+        }
         RunError::new(
             RunErrorKind::Lua,
             format!(
