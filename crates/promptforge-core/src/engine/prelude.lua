@@ -1,6 +1,18 @@
 -- The per-VM prelude: sealed `sys`, the JSON-only `var` proxy, fanout result objects and a
 -- `table.concat` that honours `__tostring`. Runs once per VM before any prompt code.
-local null, alive, charge, clean, note_error = ...
+local null, sys = ...
+local function alive()
+  return sys("alive")
+end
+local function charge(steps)
+  return sys("charge", steps)
+end
+local function clean(e)
+  return sys("clean", e)
+end
+local function note_error(rendered, kind)
+  return sys("note", rendered, kind)
+end
 local type, error, tostring, setmetatable, getmetatable, next, select =
   type, error, tostring, setmetatable, getmetatable, next, select
 local raw_setmetatable = setmetatable

@@ -236,38 +236,55 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
 }
 
 fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
-    let alive_unit = Arc::clone(unit);
-    let alive =
-        lua.create_function(move |_, ()| alive_unit.check_alive().map_err(mlua::Error::external))?;
-    let charge_unit = Arc::clone(unit);
-    let charge = lua.create_function(move |_, steps: f64| {
-        // Saturating: a huge or infinite count is simply over any budget.
-        let steps = if steps.is_nan() || steps < 1.0 {
-            0
-        } else if steps >= 1.8e19 {
-            u64::MAX
-        } else {
-            steps as u64
-        };
-        charge_unit.charge(steps).map_err(mlua::Error::external)
-    })?;
-    let clean = lua.create_function(|lua, value: Value| match value {
-        Value::Error(error) => {
-            let text = values::cap_message(&from_lua_error(&error).to_string());
-            lua.create_string(text).map(Value::String)
+    // The prelude's sandbox services, behind one host function (VM setup stays cheap):
+    // `alive` re-raises a death, `charge` meters library loops, `clean` turns a host error
+    // into its message, `note` records where `error()` got a non-string value.
+    let sys_unit = Arc::clone(unit);
+    let sys = lua.create_function(move |lua, (op, a, b): (String, Value, Value)| {
+        let unit = &sys_unit;
+        match op.as_str() {
+            "alive" => unit
+                .check_alive()
+                .map_err(mlua::Error::external)
+                .map(|()| Value::Nil),
+            "charge" => {
+                let steps = match a {
+                    Value::Integer(i) => u64::try_from(i).unwrap_or(0),
+                    // Saturating: a huge or infinite count is simply over any budget.
+                    Value::Number(n) if n.is_nan() || n < 1.0 => 0,
+                    Value::Number(n) if n >= 1.8e19 => u64::MAX,
+                    Value::Number(n) => n as u64,
+                    _ => 0,
+                };
+                unit.charge(steps)
+                    .map_err(mlua::Error::external)
+                    .map(|()| Value::Nil)
+            }
+            "clean" => match a {
+                Value::Error(error) => {
+                    let text = values::cap_message(&unit.lua_error(&error).to_string());
+                    lua.create_string(text).map(Value::String)
+                }
+                other => Ok(other),
+            },
+            "note" => {
+                let text = |v: &Value| {
+                    v.as_string()
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_default()
+                };
+                unit.note_error(text(&a), text(&b), values::prompt_location(lua));
+                Ok(Value::Nil)
+            }
+            other => Err(mlua::Error::runtime(format!(
+                "internal: unknown sandbox call `{other}`"
+            ))),
         }
-        other => Ok(other),
-    })?;
-    let note_unit = Arc::clone(unit);
-    let note_error = lua.create_function(move |lua, (rendered, kind): (String, String)| {
-        let location = values::prompt_location(lua);
-        note_unit.note_error(rendered, kind, location);
-        Ok(())
     })?;
     let helpers: Table = lua
         .load(&unit.run.prompt.data.prelude[..])
         .set_mode(ChunkMode::Binary)
-        .call((lua.null(), alive, charge, clean, note_error))?;
+        .call((lua.null(), sys))?;
     lua.set_named_registry_value(HELPERS_KEY, &helpers)?;
     let globals = lua.globals();
 
