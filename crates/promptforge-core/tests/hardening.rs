@@ -502,3 +502,18 @@ proptest::proptest! {
         proptest::prop_assert_eq!(actual, expected, "subject {:?} pattern {:?}", subject, pattern);
     }
 }
+
+#[test]
+fn expensive_instructions_hit_the_block_time_limit() {
+    // Each iteration is a few instructions, each copying megabytes: the instruction budget
+    // alone would allow hours of this.
+    let limits = RunLimits::new()
+        .lua_instructions(NonZeroU64::new(u64::MAX).unwrap())
+        .lua_block_time(Duration::from_millis(500));
+    let body = "local s = string.rep('a', 4000000)\nfor i = 1, 1e9 do local t = s .. 'x' end";
+    expect(
+        run_bounded(body, limits, None),
+        RunErrorKind::InstructionBudget,
+        &["RunLimits::lua_block_time"],
+    );
+}

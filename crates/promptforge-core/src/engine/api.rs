@@ -143,6 +143,14 @@ impl HostCall {
     }
 
     async fn run(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
+        // Waiting on a nested walk, a fanout or a model is not the block's running time.
+        let started = std::time::Instant::now();
+        let result = self.run_inner(lua, unit).await;
+        unit.waited(started.elapsed());
+        result
+    }
+
+    async fn run_inner(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
         match self {
             Self::Jump(target) => {
                 unit.request_jump(target);

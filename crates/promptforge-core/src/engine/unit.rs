@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
@@ -111,6 +111,8 @@ pub(crate) struct Unit {
     pub(crate) arm: Option<(Json, usize)>,
     phase: AtomicU8,
     pub(crate) instructions: AtomicU64,
+    /// When the current block started, and how long it has waited on host calls since.
+    clock: Mutex<(Instant, Duration)>,
     /// Set once the unit ran out of its instruction budget or was cancelled: from then on
     /// every hook tick, `pcall` return and block start raises this error again.
     dead: Mutex<Option<RunError>>,
@@ -169,6 +171,7 @@ impl Unit {
             arm,
             phase: AtomicU8::new(Phase::Body as u8),
             instructions: AtomicU64::new(0),
+            clock: Mutex::new((Instant::now(), Duration::ZERO)),
             dead: Mutex::new(None),
             noted: Mutex::new(None),
             jump: Mutex::new(None),
@@ -270,6 +273,18 @@ impl Unit {
         Ok(())
     }
 
+    /// Starts a block's budgets: instructions and running time.
+    pub(crate) fn start_block(&self) {
+        self.instructions.store(0, Ordering::Relaxed);
+        *self.clock.lock().unwrap_or_else(PoisonError::into_inner) =
+            (Instant::now(), Duration::ZERO);
+    }
+
+    /// Records time a block spent waiting on a host call (not running).
+    pub(crate) fn waited(&self, time: Duration) {
+        self.clock.lock().unwrap_or_else(PoisonError::into_inner).1 += time;
+    }
+
     /// Charges `steps` instructions (VM instructions, or the equivalent work of a metered
     /// library function) to the current block's budget; past the budget the unit dies.
     pub(crate) fn charge(&self, steps: u64) -> Result<(), RunError> {
@@ -279,6 +294,17 @@ impl Unit {
             .instructions
             .fetch_add(steps, Ordering::Relaxed)
             .saturating_add(steps);
+        let (started, waited) = *self.clock.lock().unwrap_or_else(PoisonError::into_inner);
+        let limit = self.run.limits.lua_block_time;
+        if started.elapsed().saturating_sub(waited) > limit {
+            return Err(self.kill(RunError::new(
+                RunErrorKind::InstructionBudget,
+                format!(
+                    "a Lua block ran for more than {} s (RunLimits::lua_block_time) and was aborted",
+                    limit.as_secs_f64()
+                ),
+            )));
+        }
         if used > budget {
             return Err(self.kill(RunError::new(
                 RunErrorKind::InstructionBudget,

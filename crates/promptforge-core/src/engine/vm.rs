@@ -8,7 +8,6 @@
 use std::future::poll_fn;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use mlua::chunk::ChunkMode;
@@ -81,7 +80,7 @@ impl Vm {
             .into_function()
             .map_err(|e| from_lua_error(&e))?;
         unit.check_alive()?;
-        unit.instructions.store(0, Ordering::Relaxed);
+        unit.start_block();
         let mut call = pin!(function.call_async::<mlua::MultiValue>(()));
         let finished = poll_fn(|cx| match call.as_mut().poll(cx) {
             Poll::Ready(result) => Poll::Ready(Some(result)),
@@ -154,7 +153,7 @@ impl Vm {
         let args = self.lua.to_value(&args).map_err(|e| from_lua_error(&e))?;
         unit.check_alive()?;
         unit.set_phase(super::unit::Phase::ToolHandler);
-        unit.instructions.store(0, Ordering::Relaxed);
+        unit.start_block();
         let result = tokio::select! {
             result = handler.call_async::<Value>(args) => result,
             () = unit.cancel.cancelled() => {
