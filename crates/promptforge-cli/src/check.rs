@@ -13,8 +13,7 @@ use promptforge_core::parse::{self, Diagnostic};
 use promptforge_core::promptforge_version;
 use serde_json::{Value as Json, json};
 
-/// A prompt file larger than this is reported instead of read.
-pub(crate) const MAX_PROMPT_BYTES: u64 = 4 * 1024 * 1024;
+use crate::source::{SourceError, attempts_prompt, claims_promptforge, read_prompt};
 
 /// How many files one check reads at most (directories can be huge).
 pub(crate) const MAX_FILES: usize = 100_000;
@@ -152,11 +151,27 @@ pub(crate) fn check(paths: &[PathBuf]) -> Report {
 /// The problems of one file; `None` when it is not a prompt and was found, not named.
 fn check_file(path: &Path, origin: Origin) -> Option<Vec<Problem>> {
     let shown = path.display().to_string();
-    let source = match read(path) {
+    let source = match read_prompt(path, &shown) {
         Ok(source) => source,
-        Err(why) => return Some(vec![io_problem(path, &why)]),
+        Err(SourceError::Encoding(error)) => {
+            return Some(vec![Problem {
+                file: shown,
+                line: error.line().unwrap_or(1),
+                column: 1,
+                kind: error.kind().as_str().to_owned(),
+                message: error.message().to_owned(),
+            }]);
+        }
+        Err(SourceError::Unreadable(error)) => {
+            return Some(vec![io_problem(path, &format!("cannot read it: {error}"))]);
+        }
+        Err(error) => return Some(vec![io_problem(path, &error.to_string())]),
     };
-    if promptforge_version(&source).is_none() {
+    let is_prompt = match origin {
+        Origin::Found => claims_promptforge(&source),
+        Origin::Named => promptforge_version(&source).is_some() || attempts_prompt(&source),
+    };
+    if !is_prompt {
         return match origin {
             Origin::Found => None,
             Origin::Named => Some(vec![Problem {
@@ -196,27 +211,6 @@ fn io_problem(path: &Path, why: &str) -> Problem {
         kind: "io".to_owned(),
         message: why.to_owned(),
     }
-}
-
-/// Reads a regular file of at most [`MAX_PROMPT_BYTES`] as UTF-8.
-fn read(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".to_owned());
-    }
-    if meta.len() > MAX_PROMPT_BYTES {
-        return Err(format!(
-            "the file is {} bytes; prompt files are at most {MAX_PROMPT_BYTES} bytes",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "the file is not UTF-8 (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })
 }
 
 /// Collects `*.md` files below `dir`, sorted, skipping hidden directories and symlinks.

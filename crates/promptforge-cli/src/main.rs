@@ -6,11 +6,16 @@
 #![forbid(unsafe_code)]
 
 mod check;
+mod source;
 
 use std::io::{IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use source::SourceError;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use promptforge_core::client::{GatewayClient, ModelCatalog, RequestLimits};
@@ -18,6 +23,13 @@ use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
+
+/// After the first Ctrl-C cancels the run, the process ends with 130 at the latest after
+/// this long (or at a second Ctrl-C), whatever the run is doing.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest error message printed, in bytes; longer ones are cut with a note.
+const MAX_ERROR_BYTES: usize = 8 * 1024;
 use promptforge_tool_picker::{Config, ToolPicker};
 use promptforge_webfetch::WebFetch;
 
@@ -80,8 +92,18 @@ impl Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A closed stdout would lose the result: refuse before running anything.
+    if stdout_was_closed() {
+        report("stdout is closed, so the result would be lost; run with stdout open");
+        return ExitCode::from(2);
+    }
+    let cancel = CancelHandle::new();
+    if let Err(failure) = watch_interrupts(cancel.clone()) {
+        report(&failure.message);
+        return ExitCode::from(failure.code);
+    }
     let outcome = match cli.command {
-        Command::Run { file, input } => run(&file, input.as_deref().unwrap_or("")),
+        Command::Run { file, input } => run(&file, input.as_deref().unwrap_or(""), cancel),
         Command::Check { paths, format } => return check_command(&paths, format),
     };
     match outcome {
@@ -95,7 +117,7 @@ fn main() -> ExitCode {
             match write!(stdout, "{result}{newline}").and_then(|()| stdout.flush()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
-                    report(&format!("cannot write the result: {error}"));
+                    report(&format!("cannot write the result to stdout: {error}"));
                     ExitCode::from(1)
                 }
             }
@@ -125,17 +147,106 @@ fn check_command(paths: &[PathBuf], format: check::Format) -> ExitCode {
     }
 }
 
-fn report(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "error: {message}");
+/// Whether the process started with stdout closed. Rust's runtime reopens a closed standard
+/// descriptor on `/dev/null` read-write before `main` (where a shell's `>/dev/null` is
+/// write-only), so that is what a closed stdout looks like here; a descriptor that cannot
+/// even be duplicated is closed too.
+fn stdout_was_closed() -> bool {
+    if std::io::stdout().as_fd().try_clone_to_owned().is_err() {
+        return true;
+    }
+    let Ok(target) = std::fs::read_link("/proc/self/fd/1") else {
+        return false;
+    };
+    if target != std::path::Path::new("/dev/null") {
+        return false;
+    }
+    let Ok(info) = std::fs::read_to_string("/proc/self/fdinfo/1") else {
+        return false;
+    };
+    info.lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        .is_some_and(|flags| flags & 0o3 == 0o2)
 }
 
-fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "error: {}", shorten(message));
+}
+
+/// Caps a message at [`MAX_ERROR_BYTES`] and escapes control characters other than newline
+/// and tab.
+fn shorten(message: &str) -> String {
+    let mut out = String::new();
+    for c in message.chars() {
+        if out.len() >= MAX_ERROR_BYTES {
+            out.push_str(&format!("… ({} bytes in all)", message.len()));
+            break;
+        }
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Listens for Ctrl-C on a thread of its own (so a busy runtime cannot delay it): the first
+/// signal cancels the run cooperatively; a second one, or [`INTERRUPT_GRACE`] later, ends
+/// the process with 130.
+fn watch_interrupts(cancel: CancelHandle) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the signal handler: {e}")))?;
+    // Registered here, before the run starts, so no early Ctrl-C is missed.
+    let mut interrupts = runtime
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        })
+        .map_err(|e| Failure::usage(format!("cannot listen for Ctrl-C: {e}")))?;
+    std::thread::Builder::new()
+        .name("promptforge-interrupts".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                if interrupts.recv().await.is_none() {
+                    return;
+                }
+                cancel.cancel();
+                tokio::select! {
+                    _ = interrupts.recv() => {}
+                    () = tokio::time::sleep(INTERRUPT_GRACE) => {}
+                }
+                report("interrupted");
+                std::process::exit(130);
+            });
+        })
+        .map_err(|e| Failure::usage(format!("cannot start the signal handler: {e}")))?;
+    Ok(())
+}
+
+/// Reads a prompt file for `run`: unreadable and non-regular files are usage errors (2),
+/// oversized and non-UTF-8 ones prompt errors (1).
+fn read_prompt(file: &std::path::Path, shown: &str) -> Result<String, Failure> {
+    source::read_prompt(file, shown).map_err(|error| match error {
+        SourceError::Unreadable(_) | SourceError::NotRegular => {
+            Failure::usage(format!("cannot read {shown}: {error}"))
+        }
+        SourceError::TooLarge(size) => Failure::prompt(format!(
+            "{shown} is {size} bytes; prompts may be at most {} MiB",
+            promptforge_core::parse::MAX_PROMPT_BYTES / (1024 * 1024)
+        )),
+        SourceError::Encoding(error) => Failure::prompt(error.to_string()),
+    })
+}
+
+fn run(file: &std::path::Path, input: &str, cancel: CancelHandle) -> Result<String, Failure> {
     let gateway = GatewayClient::from_env_if_configured()
         .map_err(|error| Failure::usage(error.to_string()))?;
     let shown = file.display().to_string();
-    let source = std::fs::read_to_string(file)
-        .map_err(|error| Failure::usage(format!("cannot read {shown}: {error}")))?;
-    if promptforge_version(&source).is_none() {
+    let source = read_prompt(file, &shown)?;
+    if promptforge_version(&source).is_none() && !source::attempts_prompt(&source) {
         return Err(Failure::prompt(format!(
             "{shown} is not a promptforge prompt: its frontmatter declares no `promptforge:` version"
         )));
@@ -152,13 +263,6 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
         let (client, models, tools) = resources(gateway).await?;
         let picker = ToolPicker::build(tools.picker_catalog(), Config::default())
             .map_err(|e| Failure::prompt(format!("cannot build the tool picker: {e}")))?;
-        let cancel = CancelHandle::new();
-        let on_interrupt = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_interrupt.cancel();
-            }
-        });
         let store = StoreRef::memory();
         let config = RunConfig::new(execution).cancel(cancel).client(client);
         let resolution = ResolutionContext::new(&picker, &models, &tools);

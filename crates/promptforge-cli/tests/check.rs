@@ -156,18 +156,52 @@ fn json_output_is_one_document() {
 #[test]
 fn oversized_and_non_regular_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let big = format!("{HEAD}# T\n{}", "x".repeat(5 * 1024 * 1024));
+    let big = format!("{HEAD}# T\n{}", "x".repeat(9 * 1024 * 1024));
     write(dir.path(), "big.md", &big);
     std::fs::create_dir(dir.path().join("dir.md")).unwrap();
     let output = check_in(dir.path(), &["big.md", "/dev/null"]);
     assert_eq!(output.status.code(), Some(1));
     let stdout = text(&output.stdout);
+    assert!(stdout.contains("big.md:1:1: error[io]: it is "), "{stdout}");
     assert!(
-        stdout.contains("big.md:1:1: error[io]: the file is"),
+        stdout.contains("/dev/null:1:1: error[io]: it is not a regular file"),
         "{stdout}"
     );
+}
+
+#[test]
+fn invalid_utf8_is_reported_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = format!("{HEAD}# T\n\nok\n").into_bytes();
+    bytes.extend_from_slice(b"bad \xff byte\n");
+    std::fs::write(dir.path().join("enc.md"), bytes).unwrap();
+    let output = check_in(dir.path(), &["enc.md"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
     assert!(
-        stdout.contains("/dev/null:1:1: error[io]: not a regular file"),
+        stdout.starts_with("enc.md:10:1: error[invalid_encoding]: the prompt is not UTF-8"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_prompt_with_a_broken_frontmatter_is_checked_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    // No closing `---`: the version reader cannot read it, but it claims to be a prompt.
+    write(
+        dir.path(),
+        "open.md",
+        "---\nname: x\ndescription: d\npromptforge: 1\n\n# T\n",
+    );
+    // A plain document that merely starts with a rule is not a prompt.
+    write(dir.path(), "notes.md", "---\n\nSome notes.\n");
+    let output = check_in(dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(stdout.starts_with("open.md:1:1: error["), "{stdout}");
+    assert!(!stdout.contains("notes.md"), "{stdout}");
+    assert!(
+        stdout.ends_with("checked 1 prompt: 1 with problems, 1 diagnostic\n"),
         "{stdout}"
     );
 }

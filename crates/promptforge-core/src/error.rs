@@ -5,6 +5,24 @@ use std::fmt;
 use crate::store::StoreError;
 use crate::tools::ToolError;
 
+/// Renders untrusted text for an error message: control characters escaped (newlines and
+/// tabs kept when `multiline`), and cut at about `max` bytes with a note of the full size.
+pub(crate) fn quote_text(text: &str, max: usize, multiline: bool) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 16);
+    for c in text.chars() {
+        if out.len() >= max {
+            out.push_str(&format!("… ({} bytes in all)", text.len()));
+            return out;
+        }
+        match c {
+            '\n' | '\t' if multiline => out.push(c),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The stable class of a [`RunError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -20,6 +20,9 @@ pub struct RunLimits {
     pub(crate) lua_instructions: NonZeroU64,
     pub(crate) max_section_entries: NonZeroU64,
     pub(crate) request_timeout: Duration,
+    pub(crate) max_store_bytes: NonZeroU64,
+    pub(crate) max_fanout_result_bytes: NonZeroU64,
+    pub(crate) lua_block_time: Duration,
 }
 
 /// Execute/fanout nesting cap, counted across fanout boundaries.
@@ -57,6 +60,9 @@ impl Default for RunLimits {
             lua_instructions: nz64(10_000_000),
             max_section_entries: nz64(100_000),
             request_timeout: Duration::from_secs(120),
+            max_store_bytes: nz64(256 * 1024 * 1024),
+            max_fanout_result_bytes: nz64(64 * 1024 * 1024),
+            lua_block_time: Duration::from_secs(60),
         }
     }
 }
@@ -64,7 +70,9 @@ impl Default for RunLimits {
 impl RunLimits {
     /// The defaults: tool iterations from the prompt's frontmatter (24 unless set), 8
     /// parallel fanout arms, 16 MiB responses, 64 MiB per Lua VM, 1024 log events, about 10
-    /// million instructions per Lua block, 100,000 section entries, 120 s per model request.
+    /// million instructions per Lua block, 100,000 section entries, 120 s per model request,
+    /// 256 MiB held in the store, 64 MiB of fanout results held at once, 60 s of running
+    /// time per Lua block.
     pub fn new() -> Self {
         Self::default()
     }
@@ -109,6 +117,28 @@ impl RunLimits {
     /// endless `jump` cycles.
     pub fn max_section_entries(mut self, value: NonZeroU64) -> Self {
         self.max_section_entries = value;
+        self
+    }
+
+    /// The most bytes the store may hold while the run writes to it (the sum of its files'
+    /// sizes); a write, append or replacement past it fails with a `limit` error.
+    pub fn max_store_bytes(mut self, value: NonZeroU64) -> Self {
+        self.max_store_bytes = value;
+        self
+    }
+
+    /// The most bytes of fanout results (arm texts and items) the run holds at once, across
+    /// every fanout in flight; past it the fanout fails with a `limit` error.
+    pub fn max_fanout_result_bytes(mut self, value: NonZeroU64) -> Self {
+        self.max_fanout_result_bytes = value;
+        self
+    }
+
+    /// The running time of one Lua block (or local tool handler call), not counting the time
+    /// it waits for `execute`, `fanout` or model calls: a backstop for code whose single
+    /// instructions are expensive (concatenating large strings in a loop, for instance).
+    pub fn lua_block_time(mut self, value: Duration) -> Self {
+        self.lua_block_time = value;
         self
     }
 

@@ -42,6 +42,8 @@ pub(crate) struct PromptData {
     pub(crate) chunks: Vec<Arc<[u8]>>,
     pub(crate) sections: Vec<Section>,
     pub(crate) roots: Vec<SectionId>,
+    /// Every section by (parent, name): sibling names are unique, so this addresses all.
+    pub(crate) names: std::collections::HashMap<(Option<SectionId>, String), SectionId>,
 }
 
 /// A heading-delimited section of a prompt (H2 to H6).
@@ -55,6 +57,8 @@ pub struct Section {
     pub(crate) blocks: Vec<Block>,
     pub(crate) items: Vec<String>,
     pub(crate) parent: Option<SectionId>,
+    /// The index of the section in its level (its parent's children, or the roots).
+    pub(crate) position: usize,
     pub(crate) children: Vec<SectionId>,
 }
 

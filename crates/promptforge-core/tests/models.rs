@@ -673,3 +673,26 @@ async fn tools_add_takes_aliases_handles_and_arrays_atomically() {
     assert_eq!(names, ["web_search", "calculator"]);
     assert!(tools(3).is_empty(), "a failed add adds nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_tool_handler_cannot_swallow_its_budget() {
+    // Issue #12: the death is fatal for the run, not a tool failure shown to the model.
+    let task = tokio::spawn(async {
+        let replies = vec![calls(&[("spin", "{}")]), text("should not be reached")];
+        let limits = RunLimits::new().lua_instructions(std::num::NonZeroU64::new(200_000).unwrap());
+        exec_with("local_tool_budget.md", "", replies, &kit(), |c| {
+            c.limits(limits)
+        })
+        .await
+        .result
+    });
+    let result = tokio::time::timeout(std::time::Duration::from_secs(60), task)
+        .await
+        .expect("the run did not end within 60 s")
+        .unwrap();
+    expect_error(
+        &result,
+        RunErrorKind::InstructionBudget,
+        "RunLimits::lua_instructions",
+    );
+}

@@ -143,6 +143,14 @@ impl HostCall {
     }
 
     async fn run(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
+        // Waiting on a nested walk, a fanout or a model is not the block's running time.
+        let started = std::time::Instant::now();
+        let result = self.run_inner(lua, unit).await;
+        unit.waited(started.elapsed());
+        result
+    }
+
+    async fn run_inner(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
         match self {
             Self::Jump(target) => {
                 unit.request_jump(target);
@@ -238,7 +246,10 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "write",
         lua.create_function(move |lua, (path, contents): (String, String)| {
             u.scopes.record_write(&path).map_err(|e| fail(lua, e))?;
-            s.write(&path, &contents).map_err(|e| fail(lua, e))?;
+            let size = contents.len() as u64;
+            u.run
+                .store_change(&path, |_| size, || s.write(&path, &contents))
+                .map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -253,7 +264,10 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
     table.set(
         "append",
         lua.create_function(move |lua, (path, contents): (String, String)| {
-            s.append(&path, &contents).map_err(|e| fail(lua, e))?;
+            let size = contents.len() as u64;
+            u.run
+                .store_change(&path, |old| old + size, || s.append(&path, &contents))
+                .map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -294,7 +308,14 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
     table.set(
         "str_replace",
         lua.create_function(move |lua, (path, old, new): (String, String, String)| {
-            s.str_replace(&path, &old, &new).map_err(|e| fail(lua, e))?;
+            let (removed, added) = (old.len() as u64, new.len() as u64);
+            u.run
+                .store_change(
+                    &path,
+                    |size| size.saturating_sub(removed) + added,
+                    || s.str_replace(&path, &old, &new),
+                )
+                .map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -322,7 +343,9 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
     table.set(
         "delete",
         lua.create_function(move |lua, path: String| {
-            s.delete(&path).map_err(|e| fail(lua, e))?;
+            u.run
+                .store_change(&path, |_| 0, || s.delete(&path))
+                .map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {

@@ -1,6 +1,7 @@
 //! `fanout(worker, collection)`: one arm per collection member, run concurrently.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde_json::{Map, Value as Json};
@@ -29,6 +30,43 @@ pub(crate) struct ArmResult {
     ok: bool,
     exhausted: bool,
     item: Json,
+    _held: Held,
+}
+
+/// Result bytes counted against `RunLimits::max_fanout_result_bytes` until dropped.
+struct Held {
+    run: Arc<super::Run>,
+    bytes: u64,
+}
+
+impl Held {
+    fn reserve(run: &Arc<super::Run>, bytes: u64) -> Result<Self, RunError> {
+        let max = run.limits.max_fanout_result_bytes.get();
+        let before = run.fanout_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > max {
+            run.fanout_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(RunError::new(
+                RunErrorKind::Limit,
+                format!(
+                    "fanout results would hold more than {max} bytes at once \
+                     (RunLimits::max_fanout_result_bytes); return less from each arm, or \
+                     write results to the store"
+                ),
+            ));
+        }
+        Ok(Self {
+            run: Arc::clone(run),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.run
+            .fanout_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 pub(crate) fn prepare(
@@ -55,6 +93,7 @@ pub(crate) fn prepare(
             "fanout over an empty collection: there is no work to do (is the list empty?)",
         ));
     }
+    unit.run.check_fanout_entries(members.len())?;
     Ok(Plan {
         worker,
         members,
@@ -122,43 +161,54 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
     let permits = Arc::new(Semaphore::new(unit.run.limits.max_fanout_concurrency.get()));
     let mut arms = JoinSet::new();
     let count = plan.members.len();
-    for (position, item) in plan.members.into_iter().enumerate() {
-        let index = position + 1;
-        let ctx = unit.nested_ctx(
-            plan.depth,
-            unit.scopes.enter(&registry, index),
-            cancel.clone(),
-        );
-        let state = WalkState {
-            var: plan.var.clone(),
-            reply: unit.start_reply.clone(),
-            args: unit.args.clone(),
-        };
-        let permits = Arc::clone(&permits);
-        let worker = plan.worker;
-        arms.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let result = run_arm(ctx, worker, item, index, state).await;
-            (position, result)
-        });
-    }
     let mut results: Vec<Option<ArmResult>> = Vec::with_capacity(count);
     results.resize_with(count, || None);
-    while let Some(joined) = arms.join_next().await {
-        let outcome = joined.map_err(|error| {
-            RunError::new(
-                RunErrorKind::Lua,
-                format!("a fanout arm stopped unexpectedly: {error}"),
-            )
-        });
-        match outcome {
-            Ok((position, Ok(result))) => results[position] = Some(result),
-            Ok((_, Err(error))) | Err(error) => {
-                cancel.cancel();
-                arms.abort_all();
-                while arms.join_next().await.is_some() {}
-                return Err(error);
+    // Arms are spawned as permits free up, so only running arms hold a copy of the state.
+    let mut pending = plan.members.into_iter().enumerate();
+    let mut next = pending.next();
+    loop {
+        tokio::select! {
+            biased;
+            joined = arms.join_next(), if !arms.is_empty() => {
+                let Some(joined) = joined else { continue };
+                let outcome = joined.map_err(|error| {
+                    RunError::new(
+                        RunErrorKind::Lua,
+                        format!("a fanout arm stopped unexpectedly: {error}"),
+                    )
+                });
+                match outcome {
+                    Ok((position, Ok(result))) => results[position] = Some(result),
+                    Ok((_, Err(error))) | Err(error) => {
+                        cancel.cancel();
+                        arms.abort_all();
+                        while arms.join_next().await.is_some() {}
+                        return Err(error);
+                    }
+                }
             }
+            permit = Arc::clone(&permits).acquire_owned(), if next.is_some() => {
+                let Some((position, item)) = next.take() else { continue };
+                next = pending.next();
+                let index = position + 1;
+                let ctx = unit.nested_ctx(
+                    plan.depth,
+                    unit.scopes.enter(&registry, index),
+                    cancel.clone(),
+                );
+                let state = WalkState {
+                    var: plan.var.clone(),
+                    reply: unit.start_reply.clone(),
+                    args: unit.args.clone(),
+                };
+                let worker = plan.worker;
+                arms.spawn(async move {
+                    let _permit = permit;
+                    let result = run_arm(ctx, worker, item, index, state).await;
+                    (position, result)
+                });
+            }
+            else => break,
         }
     }
     results
@@ -211,11 +261,13 @@ async fn run_arm(
             ok,
         },
     );
+    let held = Held::reserve(&run, text.len() as u64)?;
     Ok(ArmResult {
         text,
         ok,
         exhausted,
         item,
+        _held: held,
     })
 }
 

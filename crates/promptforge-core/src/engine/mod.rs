@@ -9,6 +9,7 @@ mod bindings;
 mod fanout;
 mod lua_models;
 mod lua_tools;
+mod patterns;
 mod render;
 mod turns;
 mod unit;
@@ -102,6 +103,30 @@ pub(crate) struct Run {
     next_id: AtomicU64,
     sections_entered: AtomicU64,
     log_events: AtomicU32,
+    /// The store's size as this run sees it (built at the first change).
+    ledger: Mutex<Option<StoreLedger>>,
+    /// Bytes of fanout results held at once, across every fanout in flight.
+    pub(crate) fanout_bytes: AtomicU64,
+}
+
+/// The sizes of the store's files, for `RunLimits::max_store_bytes`.
+struct StoreLedger {
+    total: u64,
+    sizes: std::collections::HashMap<String, u64>,
+}
+
+impl StoreLedger {
+    fn scan(store: &StoreRef) -> Self {
+        let mut sizes = std::collections::HashMap::new();
+        for path in store.paths().unwrap_or_default() {
+            let size = store.read(&path).map_or(0, |text| text.len() as u64);
+            sizes.insert(path, size);
+        }
+        Self {
+            total: sizes.values().sum(),
+            sizes,
+        }
+    }
 }
 
 impl Run {
@@ -132,6 +157,8 @@ impl Run {
             next_id: AtomicU64::new(1),
             sections_entered: AtomicU64::new(0),
             log_events: AtomicU32::new(0),
+            ledger: Mutex::new(None),
+            fanout_bytes: AtomicU64::new(0),
         }
     }
 
@@ -176,16 +203,69 @@ impl Run {
     fn enter(&self) -> Result<(u64, u64), RunError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let entered = self.sections_entered.fetch_add(1, Ordering::Relaxed) + 1;
-        if entered > self.limits.max_section_entries.get() {
+        let max = self.limits.max_section_entries.get();
+        if entered > max {
             return Err(RunError::new(
                 RunErrorKind::Limit,
                 format!(
-                    "the run entered more than {} sections; is a `jump` cycle missing its exit?",
-                    self.limits.max_section_entries
+                    "the run reached its limit of {max} section entries \
+                     (RunLimits::max_section_entries): a `jump` cycle without an exit, or more \
+                     sections walked, executed or fanned out than the limit allows"
                 ),
             ));
         }
         Ok((id, entered))
+    }
+
+    /// Checks that a fanout of `items` arms fits in the section entries left.
+    pub(crate) fn check_fanout_entries(&self, items: usize) -> Result<(), RunError> {
+        let max = self.limits.max_section_entries.get();
+        let left = max.saturating_sub(self.sections_entered.load(Ordering::Relaxed));
+        if items as u64 > left {
+            return Err(RunError::new(
+                RunErrorKind::Limit,
+                format!(
+                    "fanout over {items} items needs {items} section entries, but the run may \
+                     enter at most {max} sections (RunLimits::max_section_entries) and has \
+                     {left} left"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies one store change under `RunLimits::max_store_bytes`: `size` maps the file's
+    /// current size to its size after `change`, which runs only when the result fits.
+    pub(crate) fn store_change(
+        &self,
+        path: &str,
+        size: impl FnOnce(u64) -> u64,
+        change: impl FnOnce() -> Result<(), crate::store::StoreError>,
+    ) -> Result<(), RunError> {
+        let mut guard = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        let ledger = guard.get_or_insert_with(|| StoreLedger::scan(&self.store));
+        let old = ledger.sizes.get(path).copied().unwrap_or(0);
+        let new = size(old);
+        let total = ledger.total.saturating_sub(old).saturating_add(new);
+        let max = self.limits.max_store_bytes.get();
+        if new > old && total > max {
+            return Err(RunError::new(
+                RunErrorKind::Limit,
+                format!(
+                    "store path '{}': this change would make the store hold {total} bytes, past \
+                     the run's limit of {max} bytes (RunLimits::max_store_bytes)",
+                    crate::error::quote_text(path, 128, false)
+                ),
+            ));
+        }
+        change()?;
+        ledger.total = total;
+        if new == 0 {
+            ledger.sizes.remove(path);
+        } else {
+            ledger.sizes.insert(path.to_owned(), new);
+        }
+        Ok(())
     }
 
     /// Whether one more `log()` checkpoint may be reported.
@@ -311,7 +391,9 @@ pub(crate) fn walk<'a>(
         let prompt = ctx.run.prompt.clone();
         let data = &prompt.data;
         let level = unit::level_of(data, start);
-        let Some(mut index) = level.iter().position(|&s| s == start) else {
+        let Some(mut index) =
+            Some(data.sections[start].position).filter(|&i| level.get(i) == Some(&start))
+        else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 "internal: walk start is not in its level",
@@ -330,9 +412,8 @@ pub(crate) fn walk<'a>(
                 UnitEnd::Fallthrough | UnitEnd::Exhausted => index += 1,
                 UnitEnd::Returned(value) => return Ok(WalkEnd::Returned(value)),
                 UnitEnd::Jump(Target::Sibling { section: target }) => {
-                    index = level
-                        .iter()
-                        .position(|&s| s == target)
+                    index = Some(data.sections[target].position)
+                        .filter(|&i| level.get(i) == Some(&target))
                         .unwrap_or(level.len());
                     forced = true;
                 }

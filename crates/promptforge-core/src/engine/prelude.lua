@@ -1,13 +1,35 @@
 -- The per-VM prelude: sealed `sys`, the JSON-only `var` proxy, fanout result objects and a
 -- `table.concat` that honours `__tostring`. Runs once per VM before any prompt code.
-local null = ...
-local type, error, tostring, setmetatable, getmetatable, next =
-  type, error, tostring, setmetatable, getmetatable, next
+local null, sys = ...
+local function alive()
+  return sys("alive")
+end
+local function charge(steps)
+  return sys("charge", steps)
+end
+local function clean(e)
+  return sys("clean", e)
+end
+local function note_error(rendered, kind)
+  return sys("note", rendered, kind)
+end
+local type, error, tostring, setmetatable, getmetatable, next, select =
+  type, error, tostring, setmetatable, getmetatable, next, select
+local raw_setmetatable = setmetatable
+local rawget, raw_pcall, raw_xpcall = rawget, pcall, xpcall
 local raw_concat = table.concat
+local floor, log = math.floor, math.log
 
 local helpers = {}
 
-local function json_problem(value, path, seen)
+-- How deep a table in `var` may nest (JSON conversion has a recursion limit too).
+local MAX_VAR_DEPTH = 100
+
+local function json_problem(value, path, seen, depth)
+  depth = depth or 0
+  if depth > MAX_VAR_DEPTH then
+    return "nests deeper than " .. MAX_VAR_DEPTH .. " levels (var holds JSON data only)"
+  end
   local kind = type(value)
   if kind == "string" or kind == "number" or kind == "boolean" or kind == "nil" or value == null then
     return nil
@@ -22,7 +44,7 @@ local function json_problem(value, path, seen)
       if key_kind ~= "string" and key_kind ~= "number" then
         return path .. " has a " .. key_kind .. " key (var holds JSON data only)"
       end
-      local problem = json_problem(member, path .. "." .. tostring(key), seen)
+      local problem = json_problem(member, path .. "." .. tostring(key), seen, depth + 1)
       if problem then
         return problem
       end
@@ -43,6 +65,9 @@ function helpers.var(data)
       end
       local problem = json_problem(value, "var." .. key, {})
       if problem then
+        if problem:sub(1, 5) == "nests" then
+          problem = "var." .. key .. " " .. problem
+        end
         error(problem, 2)
       end
       data[key] = value
@@ -155,6 +180,124 @@ function table.concat(list, separator, first, last)
     end
   end
   return raw_concat(parts, separator)
+end
+
+-- A unit that ran out of its instruction budget or was cancelled stays dead: `pcall` and
+-- `xpcall` re-raise its death instead of returning it, so no Lua code can swallow it. Host
+-- errors they do return are plain messages (with `file:line:`), not mlua internals.
+local function checked(ok, ...)
+  alive()
+  if ok then
+    return ok, ...
+  end
+  return false, clean((...))
+end
+
+function pcall(f, ...)
+  return checked(raw_pcall(f, ...))
+end
+
+-- A death raised from the instruction hook calls the message handler with the hook still
+-- off; a dead unit therefore never runs the prompt's handler.
+function xpcall(f, handler, ...)
+  if type(handler) ~= "function" then
+    return checked(raw_xpcall(f, handler, ...))
+  end
+  local function guarded(e)
+    if not raw_pcall(alive) then
+      return e
+    end
+    return handler(e)
+  end
+  return checked(raw_xpcall(f, guarded, ...))
+end
+
+-- Finalizers run with the instruction hook off, so prompt code may not declare them.
+_ENV.setmetatable = function(target, meta)
+  if type(meta) == "table" and rawget(meta, "__gc") ~= nil then
+    error("__gc metamethods are not available to prompts: finalizers would run outside "
+      .. "the instruction budget", 2)
+  end
+  return raw_setmetatable(target, meta)
+end
+
+-- `error` with a non-string value carries no position; remember where it was raised.
+local raw_error = error
+_ENV.error = function(message, level)
+  if type(message) ~= "string" then
+    local ok, rendered = raw_pcall(tostring, message)
+    note_error(ok and type(rendered) == "string" and rendered or type(message), type(message))
+  end
+  if level == nil then
+    level = 1
+  end
+  if type(level) == "number" and level > 0 then
+    level = level + 1
+  end
+  return raw_error(message, level)
+end
+
+-- Library functions whose C loops run as long as an argument says, with the hook unable to
+-- interrupt them: each charges its loop count to the instruction budget first.
+local function count(value)
+  if type(value) == "number" then
+    return value
+  end
+  return 0
+end
+
+local raw_rep = string.rep
+function string.rep(s, n, sep)
+  -- The C loop runs n times even when nothing is copied; copying itself is cheap.
+  if s == "" and (sep == nil or sep == "") then
+    charge(count(n))
+  else
+    charge(count(n) / 64)
+  end
+  return raw_rep(s, n, sep)
+end
+
+local raw_move = table.move
+function table.move(a1, f, e, t, a2)
+  charge(count(e) - count(f) + 1)
+  return raw_move(a1, f, e, t, a2)
+end
+
+local raw_insert = table.insert
+function table.insert(list, ...)
+  if select("#", ...) >= 2 and type(list) == "table" then
+    charge(#list)
+  end
+  return raw_insert(list, ...)
+end
+
+local raw_remove = table.remove
+function table.remove(list, ...)
+  if type(list) == "table" then
+    charge(#list)
+  end
+  return raw_remove(list, ...)
+end
+
+local raw_sort = table.sort
+function table.sort(list, ...)
+  if type(list) == "table" then
+    local n = #list
+    if type(n) == "number" and n > 1 then
+      charge(n * (floor(log(n, 2)) + 1))
+    end
+  end
+  return raw_sort(list, ...)
+end
+
+local raw_unpack = table.unpack
+function table.unpack(list, i, j)
+  if j ~= nil then
+    charge(count(j) - count(i or 1) + 1)
+  elseif type(list) == "table" then
+    charge(#list)
+  end
+  return raw_unpack(list, i, j)
 end
 
 return helpers

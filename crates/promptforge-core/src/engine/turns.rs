@@ -406,7 +406,8 @@ async fn dispatch(
         Offered::Local { alias, params, .. } => {
             match vm.call_local(unit, alias, params, &call.arguments).await {
                 Ok(text) => Ok(text),
-                Err(error) if error.is_cancelled() => return Err(error),
+                // A handler that ran out of its budget (or was cancelled) killed the unit.
+                Err(error) if error.is_cancelled() || unit.dead().is_some() => return Err(error),
                 Err(error) => Err(error.message().to_owned()),
             }
         }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
@@ -111,6 +111,13 @@ pub(crate) struct Unit {
     pub(crate) arm: Option<(Json, usize)>,
     phase: AtomicU8,
     pub(crate) instructions: AtomicU64,
+    /// When the current block started, and how long it has waited on host calls since.
+    clock: Mutex<(Instant, Duration)>,
+    /// Set once the unit ran out of its instruction budget or was cancelled: from then on
+    /// every hook tick, `pcall` return and block start raises this error again.
+    dead: Mutex<Option<RunError>>,
+    /// The last `error()` raised with a non-string value: (rendered, type, location).
+    noted: Mutex<Option<(String, String, Option<String>)>>,
     jump: Mutex<Option<Target>>,
     pub(crate) scope: Mutex<SectionScope>,
 }
@@ -164,6 +171,9 @@ impl Unit {
             arm,
             phase: AtomicU8::new(Phase::Body as u8),
             instructions: AtomicU64::new(0),
+            clock: Mutex::new((Instant::now(), Duration::ZERO)),
+            dead: Mutex::new(None),
+            noted: Mutex::new(None),
             jump: Mutex::new(None),
             scope: Mutex::new(SectionScope::default()),
         }
@@ -190,6 +200,120 @@ impl Unit {
             scopes,
             cancel,
         }
+    }
+
+    /// Why the unit is dead, if it is.
+    pub(crate) fn dead(&self) -> Option<RunError> {
+        self.dead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Marks the unit dead (the first reason wins) and returns the reason it died of.
+    pub(crate) fn kill(&self, reason: RunError) -> RunError {
+        self.dead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason)
+            .clone()
+    }
+
+    /// Records an `error()` call with a non-string value, so the error that reaches the
+    /// host can say where it was raised.
+    pub(crate) fn note_error(&self, rendered: String, kind: String, location: Option<String>) {
+        *self.noted.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((rendered, kind, location));
+    }
+
+    /// Converts a Lua error that ended one of this unit's blocks: the unit's death wins,
+    /// and an `error()` with a non-string value is reported with its location and type.
+    pub(crate) fn lua_error(&self, error: &mlua::Error) -> RunError {
+        if let Some(reason) = self.dead() {
+            return reason;
+        }
+        let converted = super::values::from_lua_error(error);
+        let converted = super::values::locate(error, converted, self.run.prompt.origin());
+        if converted.kind() != RunErrorKind::Lua {
+            return converted;
+        }
+        let noted = self
+            .noted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match noted {
+            Some((rendered, kind, location)) if converted.message() == rendered => {
+                let shown = match kind.as_str() {
+                    "nil" => String::new(),
+                    "table" => " (a table)".to_owned(),
+                    _ => format!(" ({})", super::values::cap_message(&rendered)),
+                };
+                RunError::new(
+                    RunErrorKind::Lua,
+                    format!(
+                        "{}error() was called with a {kind} value{shown} instead of a message; \
+                         pass a string, such as error(\"what went wrong\")",
+                        location.unwrap_or_default()
+                    ),
+                )
+            }
+            _ => converted,
+        }
+    }
+
+    /// Raises the unit's death again, or kills it when the run was cancelled.
+    pub(crate) fn check_alive(&self) -> Result<(), RunError> {
+        if let Some(reason) = self.dead() {
+            return Err(reason);
+        }
+        if self.cancel.is_cancelled() {
+            return Err(self.kill(RunError::cancelled()));
+        }
+        Ok(())
+    }
+
+    /// Starts a block's budgets: instructions and running time.
+    pub(crate) fn start_block(&self) {
+        self.instructions.store(0, Ordering::Relaxed);
+        *self.clock.lock().unwrap_or_else(PoisonError::into_inner) =
+            (Instant::now(), Duration::ZERO);
+    }
+
+    /// Records time a block spent waiting on a host call (not running).
+    pub(crate) fn waited(&self, time: Duration) {
+        self.clock.lock().unwrap_or_else(PoisonError::into_inner).1 += time;
+    }
+
+    /// Charges `steps` instructions (VM instructions, or the equivalent work of a metered
+    /// library function) to the current block's budget; past the budget the unit dies.
+    pub(crate) fn charge(&self, steps: u64) -> Result<(), RunError> {
+        self.check_alive()?;
+        let budget = self.run.limits.lua_instructions.get();
+        let used = self
+            .instructions
+            .fetch_add(steps, Ordering::Relaxed)
+            .saturating_add(steps);
+        let (started, waited) = *self.clock.lock().unwrap_or_else(PoisonError::into_inner);
+        let limit = self.run.limits.lua_block_time;
+        if started.elapsed().saturating_sub(waited) > limit {
+            return Err(self.kill(RunError::new(
+                RunErrorKind::InstructionBudget,
+                format!(
+                    "a Lua block ran for more than {} s (RunLimits::lua_block_time) and was aborted",
+                    limit.as_secs_f64()
+                ),
+            )));
+        }
+        if used > budget {
+            return Err(self.kill(RunError::new(
+                RunErrorKind::InstructionBudget,
+                format!(
+                    "a Lua block ran past its budget of {budget} instructions                      (RunLimits::lua_instructions) and was aborted (an endless loop?)"
+                ),
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn set_phase(&self, phase: Phase) {
@@ -231,31 +355,51 @@ impl Unit {
     /// itself) and its direct children. The H1 sees the top-level sections.
     pub(crate) fn resolve(&self, address: &str) -> Result<Target, RunError> {
         let data = &self.run.prompt.data;
+        let shown = crate::error::quote_text(address, 160, false);
         let Some((level, name)) = parse_address(address) else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 format!(
-                    "`{address}` is not a section address; write the heading level and name, \
+                    "`{shown}` is not a section address; write the heading level and name, \
                      such as `## Research`"
                 ),
             ));
         };
-        let (siblings, children) = self.visible(data);
-        let matches = |&&id: &&SectionId| {
-            let section = &data.sections[id];
-            section.level == level && section.name == name
+        // O(1) lookups: a level may hold many thousands of sections.
+        let lookup = |parent: Option<SectionId>| {
+            data.names
+                .get(&(parent, name.to_owned()))
+                .copied()
+                .filter(|&id| data.sections[id].level == level)
         };
-        if let Some(&section) = siblings.iter().find(matches) {
-            return Ok(Target::Sibling { section });
+        match self.section {
+            None => {
+                if let Some(section) = lookup(None) {
+                    return Ok(Target::Child { section });
+                }
+            }
+            Some(id) => {
+                if let Some(section) = lookup(data.sections[id].parent).filter(|&s| s != id) {
+                    return Ok(Target::Sibling { section });
+                }
+                if let Some(section) = lookup(Some(id)) {
+                    return Ok(Target::Child { section });
+                }
+            }
         }
-        if let Some(&section) = children.iter().find(matches) {
-            return Ok(Target::Child { section });
-        }
-        let visible: Vec<String> = siblings
+        let (siblings, children) = self.visible(data);
+        // The listing is capped: a level may hold thousands of sections.
+        const LISTED: usize = 20;
+        let total = siblings.len() + children.len();
+        let mut visible: Vec<String> = siblings
             .iter()
             .chain(children.iter())
+            .take(LISTED)
             .map(|&id| format!("`{}`", data.sections[id].heading()))
             .collect();
+        if total > LISTED {
+            visible.push(format!("and {} more", total - LISTED));
+        }
         let listing = if visible.is_empty() {
             "none".to_owned()
         } else {
@@ -264,7 +408,7 @@ impl Unit {
         Err(RunError::new(
             RunErrorKind::Control,
             format!(
-                "no section `{address}` is visible from `{}`; visible sections: {listing}",
+                "no section `{shown}` is visible from `{}`; visible sections: {listing}",
                 self.heading
             ),
         ))

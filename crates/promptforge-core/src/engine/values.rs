@@ -36,6 +36,12 @@ pub(crate) fn scalar_or_json(lua: &Lua, value: Value, what: &str) -> Result<Stri
 /// Converts a Lua value to JSON; `what` names it in the error.
 pub(crate) fn to_json(lua: &Lua, value: Value, what: &str) -> Result<Json, RunError> {
     lua.from_value::<Json>(value).map_err(|error| {
+        if lua_message(&error).contains("recursion limit") {
+            return RunError::new(
+                RunErrorKind::Lua,
+                format!("{what} nests tables too deeply to be JSON data (at most 100 levels)"),
+            );
+        }
         RunError::new(
             RunErrorKind::Lua,
             format!(
@@ -59,7 +65,7 @@ pub(crate) fn from_lua_error(error: &mlua::Error) -> RunError {
             "a Lua VM ran out of memory: it reached its memory ceiling \
              (RunLimits::lua_memory_bytes)",
         ),
-        other => RunError::new(RunErrorKind::Lua, lua_message(other)),
+        other => RunError::new(RunErrorKind::Lua, cap_message(&lua_message(other))),
     }
 }
 
@@ -96,26 +102,110 @@ pub(crate) fn lua_message(error: &mlua::Error) -> String {
 /// The prompt's chunk name, stored as app data so raised errors can find the prompt's frame.
 pub(crate) struct Origin(pub(crate) String);
 
+/// The `file:line: ` of the innermost frame of the prompt's own code on the current Lua
+/// stack (skipping the prelude and mlua's async wrappers), if there is one.
+pub(crate) fn prompt_location(lua: &Lua) -> Option<String> {
+    let origin = lua.app_data_ref::<Origin>().map(|o| o.0.clone())?;
+    (1..24).find_map(|level| {
+        lua.inspect_stack(level, |debug| {
+            let source = debug.source();
+            let file = source.short_src?;
+            (file == origin.as_str()).then(|| debug.current_line())?
+        })
+        .flatten()
+        .map(|line| format!("{origin}:{line}: "))
+    })
+}
+
 /// A host error raised into Lua, prefixed with `file:line:` of the innermost frame of the
 /// prompt's own code (skipping the prelude and mlua's async wrappers).
 pub(crate) fn raise(lua: &Lua, error: RunError) -> mlua::Error {
-    let origin = lua.app_data_ref::<Origin>().map(|o| o.0.clone());
-    let location = origin.and_then(|origin| {
-        (1..24).find_map(|level| {
-            lua.inspect_stack(level, |debug| {
-                let source = debug.source();
-                let file = source.short_src?;
-                (file == origin.as_str()).then(|| debug.current_line())?
-            })
-            .flatten()
-            .map(|line| format!("{origin}:{line}: "))
-        })
-    });
-    match location {
-        Some(prefix) => mlua::Error::external(error.with_location(&prefix)),
-        None => mlua::Error::external(error),
+    match prompt_location(lua) {
+        Some(prefix) if !error.message().starts_with(&prefix) => {
+            mlua::Error::external(error.with_location(&prefix))
+        }
+        _ => mlua::Error::external(error),
     }
 }
+
+/// Gives an error that reached the host without a `file:line:` the location (and, for an
+/// argument conversion error, the function) from the Lua traceback mlua recorded.
+pub(crate) fn locate(error: &mlua::Error, converted: RunError, origin: &str) -> RunError {
+    let prefix = format!("{origin}:");
+    if converted.message().starts_with(&prefix) {
+        return converted;
+    }
+    let Some(traceback) = outer_traceback(error) else {
+        return converted;
+    };
+    let mut function = None;
+    let mut location = None;
+    for line in traceback.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix(&prefix) {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if !digits.is_empty() {
+                location = Some(format!("{origin}:{digits}: "));
+                break;
+            }
+        }
+        if function.is_none()
+            && let Some(rest) = line.strip_prefix("[C]: in ")
+            && let Some((_, name)) = rest.split_once('\'')
+        {
+            function = name.strip_suffix('\'').map(|name| {
+                // Lua names a table's function by its field only; the store's are unambiguous.
+                const STORE: [&str; 8] = [
+                    "write",
+                    "append",
+                    "read",
+                    "read_numbered",
+                    "str_replace",
+                    "glob",
+                    "exists",
+                    "delete",
+                ];
+                if rest.starts_with("field") && STORE.contains(&name) {
+                    format!("store.{name}")
+                } else {
+                    name.to_owned()
+                }
+            });
+        }
+    }
+    let Some(location) = location else {
+        return converted;
+    };
+    let message = match (innermost(error), function) {
+        (mlua::Error::BadArgument { pos, cause, .. }, Some(function)) => format!(
+            "bad argument #{pos} to '{function}': {}",
+            cap_message(&lua_message(cause))
+        ),
+        _ => converted.message().to_owned(),
+    };
+    let mut located = RunError::new(converted.kind(), message).with_location(&location);
+    if let Some(section) = converted.section() {
+        located = located.in_section(section);
+    }
+    located
+}
+
+fn outer_traceback(error: &mlua::Error) -> Option<&str> {
+    match error {
+        mlua::Error::CallbackError { traceback, .. } => Some(traceback),
+        mlua::Error::WithContext { cause, .. } => outer_traceback(cause),
+        _ => None,
+    }
+}
+
+/// The longest message text a Lua error contributes to a [`RunError`], in bytes.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 2048;
+
+/// Caps a message at [`MAX_MESSAGE_BYTES`] (on a character boundary) and escapes control
+/// characters other than newline and tab, so an error never floods or corrupts a terminal.
+pub(crate) fn cap_message(message: &str) -> String {
+    crate::error::quote_text(message, MAX_MESSAGE_BYTES, true)
+}
+
 /// Lua appends `stack traceback:` lines to some messages; users need only the first part.
 fn strip_traceback(message: &str) -> &str {
     message

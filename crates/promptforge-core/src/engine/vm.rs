@@ -8,7 +8,6 @@
 use std::future::poll_fn;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use mlua::chunk::ChunkMode;
@@ -80,7 +79,8 @@ impl Vm {
             .set_mode(ChunkMode::Binary)
             .into_function()
             .map_err(|e| from_lua_error(&e))?;
-        unit.instructions.store(0, Ordering::Relaxed);
+        unit.check_alive()?;
+        unit.start_block();
         let mut call = pin!(function.call_async::<mlua::MultiValue>(()));
         let finished = poll_fn(|cx| match call.as_mut().poll(cx) {
             Poll::Ready(result) => Poll::Ready(Some(result)),
@@ -89,8 +89,12 @@ impl Vm {
         });
         let outcome = tokio::select! {
             outcome = finished => outcome,
-            () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+            () = unit.cancel.cancelled() => return Err(unit.kill(RunError::cancelled())),
         };
+        // A dead unit's block failed, whatever the Lua code made of its error.
+        if let Some(reason) = unit.dead() {
+            return Err(reason);
+        }
         match outcome {
             None => match unit.take_jump() {
                 Some(target) => Ok(ChunkEnd::Jump(target)),
@@ -103,7 +107,7 @@ impl Vm {
                 let first = values.into_iter().next().unwrap_or(Value::Nil);
                 Ok(ChunkEnd::Value(values::result_string(&self.lua, first)?))
             }
-            Some(Err(error)) => Err(from_lua_error(&error)),
+            Some(Err(error)) => Err(unit.lua_error(&error)),
         }
     }
 
@@ -147,17 +151,21 @@ impl Vm {
             .map_err(|e| from_lua_error(&e))?;
         let handler: mlua::Function = handlers.raw_get(alias).map_err(|e| from_lua_error(&e))?;
         let args = self.lua.to_value(&args).map_err(|e| from_lua_error(&e))?;
+        unit.check_alive()?;
         unit.set_phase(super::unit::Phase::ToolHandler);
-        unit.instructions.store(0, Ordering::Relaxed);
+        unit.start_block();
         let result = tokio::select! {
             result = handler.call_async::<Value>(args) => result,
             () = unit.cancel.cancelled() => {
                 unit.set_phase(super::unit::Phase::Body);
-                return Err(RunError::cancelled());
+                return Err(unit.kill(RunError::cancelled()));
             }
         };
         unit.set_phase(super::unit::Phase::Body);
-        match result.map_err(|e| from_lua_error(&e))? {
+        if let Some(reason) = unit.dead() {
+            return Err(reason);
+        }
+        match result.map_err(|e| unit.lua_error(&e))? {
             Value::String(text) => Ok(text.to_string_lossy()),
             value @ (Value::Integer(_) | Value::Number(_)) => {
                 values::scalar_or_json(&self.lua, value, "the handler's result")
@@ -211,26 +219,15 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
     )?;
     lua.set_memory_limit(unit.run.limits.lua_memory_bytes.get())?;
     lua.set_app_data(values::Origin(unit.run.prompt.origin().to_owned()));
-    let budget = unit.run.limits.lua_instructions.get();
     let hook_unit = Arc::clone(unit);
+    // Every tick charges the budget and re-raises a death: once a unit is over budget or
+    // cancelled, nothing it runs afterwards gets further than the next tick.
     lua.set_global_hook(
         HookTriggers::new().every_nth_instruction(HOOK_STEP),
         move |_, _| {
-            if hook_unit.cancel.is_cancelled() {
-                return Err(mlua::Error::external(RunError::cancelled()));
-            }
-            let used = hook_unit
-                .instructions
-                .fetch_add(u64::from(HOOK_STEP), Ordering::Relaxed);
-            if used >= budget {
-                return Err(mlua::Error::external(RunError::new(
-                    RunErrorKind::InstructionBudget,
-                    format!(
-                        "a Lua block ran past its budget of {budget} instructions and was \
-                         aborted (an endless loop?)"
-                    ),
-                )));
-            }
+            hook_unit
+                .charge(u64::from(HOOK_STEP))
+                .map_err(mlua::Error::external)?;
             Ok(VmState::Continue)
         },
     )?;
@@ -238,10 +235,55 @@ fn sandbox(unit: &Arc<Unit>) -> mlua::Result<Lua> {
 }
 
 fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
+    // The prelude's sandbox services, behind one host function (VM setup stays cheap):
+    // `alive` re-raises a death, `charge` meters library loops, `clean` turns a host error
+    // into its message, `note` records where `error()` got a non-string value.
+    let sys_unit = Arc::clone(unit);
+    let sys = lua.create_function(move |lua, (op, a, b): (String, Value, Value)| {
+        let unit = &sys_unit;
+        match op.as_str() {
+            "alive" => unit
+                .check_alive()
+                .map_err(mlua::Error::external)
+                .map(|()| Value::Nil),
+            "charge" => {
+                let steps = match a {
+                    Value::Integer(i) => u64::try_from(i).unwrap_or(0),
+                    // Saturating: a huge or infinite count is simply over any budget.
+                    Value::Number(n) if n.is_nan() || n < 1.0 => 0,
+                    Value::Number(n) if n >= 1.8e19 => u64::MAX,
+                    Value::Number(n) => n as u64,
+                    _ => 0,
+                };
+                unit.charge(steps)
+                    .map_err(mlua::Error::external)
+                    .map(|()| Value::Nil)
+            }
+            "clean" => match a {
+                Value::Error(error) => {
+                    let text = values::cap_message(&unit.lua_error(&error).to_string());
+                    lua.create_string(text).map(Value::String)
+                }
+                other => Ok(other),
+            },
+            "note" => {
+                let text = |v: &Value| {
+                    v.as_string()
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_default()
+                };
+                unit.note_error(text(&a), text(&b), values::prompt_location(lua));
+                Ok(Value::Nil)
+            }
+            other => Err(mlua::Error::runtime(format!(
+                "internal: unknown sandbox call `{other}`"
+            ))),
+        }
+    })?;
     let helpers: Table = lua
         .load(&unit.run.prompt.data.prelude[..])
         .set_mode(ChunkMode::Binary)
-        .call(lua.null())?;
+        .call((lua.null(), sys))?;
     lua.set_named_registry_value(HELPERS_KEY, &helpers)?;
     let globals = lua.globals();
 
@@ -272,6 +314,7 @@ fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
     globals.set("sys", seal.call::<Table>((sys, unit.arm.is_some()))?)?;
 
     api::install(lua, unit)?;
+    super::patterns::install(lua, unit)?;
     // Last, because creating async functions makes mlua open the coroutine library.
     for name in REMOVED_GLOBALS {
         globals.raw_remove(name)?;

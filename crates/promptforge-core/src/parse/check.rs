@@ -67,8 +67,11 @@ pub fn check(origin: &str, source: &str) -> Vec<Diagnostic> {
                 header_replaced = true;
                 replace_header(&mut text)
             }
-        } else if error.kind() == ParseErrorKind::MissingTitle {
-            // Without a title there is no structure to check further.
+        } else if matches!(
+            error.kind(),
+            ParseErrorKind::MissingTitle | ParseErrorKind::MissingFrontmatter
+        ) {
+            // Without a frontmatter or a title there is no structure to check further.
             false
         } else {
             error.span().is_some_and(|span| erase(&mut text, span))

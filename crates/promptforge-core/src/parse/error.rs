@@ -39,6 +39,10 @@ pub enum ParseErrorKind {
     Template,
     /// A Lua block does not compile.
     LuaSyntax,
+    /// The source is larger than [`MAX_PROMPT_BYTES`](crate::parse::MAX_PROMPT_BYTES).
+    TooLarge,
+    /// The source bytes are not UTF-8.
+    InvalidEncoding,
 }
 
 impl ParseErrorKind {
@@ -61,6 +65,8 @@ impl ParseErrorKind {
             Self::MisplacedShared => "misplaced_shared",
             Self::Template => "template",
             Self::LuaSyntax => "lua_syntax",
+            Self::TooLarge => "too_large",
+            Self::InvalidEncoding => "invalid_encoding",
         }
     }
 }

@@ -163,6 +163,22 @@ pub(crate) fn split(source: &str) -> Option<Split<'_>> {
     None
 }
 
+/// Whether the source opens a frontmatter block (a first line of `---`).
+pub(crate) fn opens(source: &str) -> bool {
+    source
+        .strip_prefix("---")
+        .is_some_and(|rest| rest.split('\n').next().is_some_and(|l| l.trim().is_empty()))
+}
+
+/// The `promptforge:` value as written on its line, for messages.
+fn written_version(yaml: &str) -> Option<String> {
+    yaml.lines().find_map(|line| {
+        let value = line.strip_prefix("promptforge:")?;
+        let value = value.split('#').next().unwrap_or("").trim();
+        Some(value.trim_matches(|c| c == '"' || c == '\'').to_owned())
+    })
+}
+
 /// Detects the declared `promptforge:` major version without a full parse.
 ///
 /// Returns `None` when the source has no frontmatter, no top-level `promptforge:` key, or a
@@ -212,6 +228,23 @@ pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
         .promptforge
         .ok_or_else(|| missing("promptforge"))?
         .into_text();
+    // A number too large for any version is an unsupported version, named as written.
+    let written = written_version(split.yaml).unwrap_or_else(|| promptforge.clone());
+    let digits = written.split('.').next().unwrap_or("");
+    if major_of(&promptforge).is_none()
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(ParseError::new(
+            ParseErrorKind::UnsupportedVersion,
+            format!(
+                "this prompt declares `promptforge: {}`, but this runtime supports only major \
+                 version {SUPPORTED_MAJOR}",
+                crate::error::quote_text(&written, 40, false)
+            ),
+        )
+        .at(at(1), None));
+    }
     let major = major_of(&promptforge).ok_or_else(|| {
         ParseError::new(
             ParseErrorKind::InvalidField,
@@ -298,6 +331,7 @@ fn invalid(field: &str, why: &str) -> ParseError {
 
 fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
     let text = error.to_string();
+    let lower = text.to_lowercase();
     let kind = if text.contains("unknown field") {
         ParseErrorKind::UnknownField
     } else {
@@ -306,15 +340,63 @@ fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
     let line = error
         .location()
         .map(|location| usize::try_from(location.line()).unwrap_or(1) + split.yaml_line - 1);
-    let first_line = text
-        .lines()
-        .next()
-        .unwrap_or("invalid YAML")
-        .trim()
-        .to_owned();
-    let error = ParseError::new(kind, format!("frontmatter: {first_line}"));
+    let message = if lower.contains("duplicate") {
+        // The key as written on the line the library points at.
+        let written = line
+            .and_then(|l| split.yaml.lines().nth(l.checked_sub(split.yaml_line)?))
+            .and_then(|l| l.split_once(':'))
+            .map(|(key, _)| key.trim().trim_matches(|c| c == '"' || c == '\''))
+            .filter(|key| !key.is_empty() && key.len() <= 64)
+            .map(|key| format!("`{key}`"));
+        let key = written
+            .or_else(|| backticked(&text))
+            .unwrap_or_else(|| "a key".to_owned());
+        format!("frontmatter: the key {key} appears more than once; keep one of them")
+    } else if lower.contains("alias") || lower.contains("nodes") || lower.contains("budget") {
+        "frontmatter: its YAML aliases expand to too much data; write the values out instead          of repeating `*alias` references"
+            .to_owned()
+    } else if lower.contains("tab") {
+        "frontmatter: a tab character indents this line; YAML indentation uses spaces only"
+            .to_owned()
+    } else {
+        format!("frontmatter: {}", first_line_without_location(&text))
+    };
+    let error = ParseError::new(kind, crate::error::quote_text(&message, 400, false));
     match line {
         Some(line) => error.at(line, None),
         None => error,
     }
+}
+
+/// The first `` `name` `` or `'name'` quoted in a library message, re-quoted with backticks.
+fn backticked(text: &str) -> Option<String> {
+    for quote in ['`', '\'', '"'] {
+        if let Some((_, rest)) = text.split_once(quote)
+            && let Some((name, _)) = rest.split_once(quote)
+            && !name.is_empty()
+            && name.len() <= 64
+        {
+            return Some(format!("`{name}`"));
+        }
+    }
+    None
+}
+
+/// A library message's first line without its own `at line N column M` (the error carries
+/// the file's line already).
+fn first_line_without_location(text: &str) -> String {
+    let mut first = text.lines().next().unwrap_or("invalid YAML").trim();
+    first = first.strip_prefix("error:").unwrap_or(first).trim_start();
+    // A leading `line N column M: ` goes; the error already carries the file's line.
+    if let Some(rest) = first.strip_prefix("line ")
+        && let Some((_, after)) = rest.split_once(": ")
+    {
+        first = after;
+    }
+    let cut = [" at line ", ", line "]
+        .iter()
+        .filter_map(|marker| first.find(marker))
+        .min()
+        .unwrap_or(first.len());
+    first[..cut].trim_end_matches([',', ':', ' ']).to_owned()
 }

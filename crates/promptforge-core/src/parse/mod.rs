@@ -66,11 +66,50 @@ impl Element {
     }
 }
 
+/// The largest prompt source accepted, in bytes (8 MiB): prompts are hand-written text, and
+/// everything a parse builds is proportional to the source.
+pub const MAX_PROMPT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Turns a prompt file's bytes into its source text: refuses sources over
+/// [`MAX_PROMPT_BYTES`] and bytes that are not UTF-8 (naming the byte offset and line of the
+/// first invalid sequence). `origin` names the file in the error.
+pub fn source_from_bytes(origin: &str, bytes: Vec<u8>) -> Result<String, ParseError> {
+    check_size(bytes.len()).map_err(|e| e.with_origin(origin))?;
+    String::from_utf8(bytes).map_err(|error| {
+        let offset = error.utf8_error().valid_up_to();
+        let bytes = error.as_bytes();
+        let line = 1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count();
+        ParseError::new(
+            ParseErrorKind::InvalidEncoding,
+            format!(
+                "the prompt is not UTF-8 text: invalid byte 0x{:02x} at byte offset {offset}",
+                bytes[offset]
+            ),
+        )
+        .at(line, Some(offset..offset + 1))
+        .with_origin(origin)
+    })
+}
+
+fn check_size(len: usize) -> Result<(), ParseError> {
+    if len > MAX_PROMPT_BYTES {
+        return Err(ParseError::new(
+            ParseErrorKind::TooLarge,
+            format!(
+                "the prompt is {len} bytes; prompts may be at most {} MiB ({MAX_PROMPT_BYTES} bytes)",
+                MAX_PROMPT_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn parse(origin: &str, source: &str) -> Result<PromptData, ParseError> {
     parse_inner(origin, source).map_err(|error| error.with_origin(origin))
 }
 
 fn parse_inner(origin: &str, source: &str) -> Result<PromptData, ParseError> {
+    check_size(source.len())?;
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
     let normalized;
     let source = if source.contains('\r') {
@@ -80,6 +119,14 @@ fn parse_inner(origin: &str, source: &str) -> Result<PromptData, ParseError> {
         source
     };
     let split = frontmatter::split(source).ok_or_else(|| {
+        if frontmatter::opens(source) {
+            return ParseError::new(
+                ParseErrorKind::MissingFrontmatter,
+                "the frontmatter opened by `---` on line 1 has no closing `---` line; end the \
+                 YAML block with a line holding only `---`",
+            )
+            .at(1, Some(0..3));
+        }
         ParseError::new(
             ParseErrorKind::MissingFrontmatter,
             "a prompt starts with `---` delimited YAML frontmatter declaring name, description \
@@ -247,6 +294,9 @@ impl Builder<'_> {
         let mut sections: Vec<Section> = Vec::new();
         let mut roots: Vec<SectionId> = Vec::new();
         let mut stack: Vec<SectionId> = Vec::new();
+        // Sibling names by parent, so the uniqueness check is O(1) per heading.
+        let mut names: std::collections::HashMap<(Option<SectionId>, String), SectionId> =
+            std::collections::HashMap::new();
         for (k, &at) in heading_at.iter().enumerate().skip(1) {
             let Element::Heading { level, text, range } = &elements[at] else {
                 return Err(not_a_heading());
@@ -302,8 +352,7 @@ impl Builder<'_> {
                 }
                 _ => {}
             }
-            let siblings = parent.map_or(&roots, |p| &sections[p].children);
-            if let Some(&twin) = siblings.iter().find(|&&s| sections[s].name == name) {
+            if let Some(&twin) = names.get(&(parent, name.clone())) {
                 return Err(located(
                     ParseErrorKind::DuplicateSection,
                     format!(
@@ -316,6 +365,7 @@ impl Builder<'_> {
             }
             let region = self.region(&elements[at + 1..region_end(k)], false)?;
             let id = sections.len();
+            names.insert((parent, name.clone()), id);
             sections.push(Section {
                 level: *level,
                 name,
@@ -325,6 +375,7 @@ impl Builder<'_> {
                 blocks: region.blocks,
                 items: region.items,
                 parent,
+                position: parent.map_or(roots.len(), |p| sections[p].children.len()),
                 children: Vec::new(),
             });
             match parent {
@@ -344,6 +395,7 @@ impl Builder<'_> {
             chunks: self.compiler.finish()?,
             sections,
             roots,
+            names,
         })
     }
 

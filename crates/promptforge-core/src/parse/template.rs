@@ -24,6 +24,8 @@ impl Template {
         let mut literal = String::new();
         let mut rest = text;
         let mut consumed = 0;
+        // Newlines counted so far, up to byte `counted` of `text`: line numbers stay linear.
+        let (mut counted, mut newlines) = (0usize, 0usize);
         while let Some(at) = rest.find("{{") {
             if at > 0 && rest.as_bytes()[at - 1] == b'\\' {
                 literal.push_str(&rest[..at - 1]);
@@ -35,7 +37,12 @@ impl Template {
             literal.push_str(&rest[..at]);
             let open = consumed + at;
             let after = &rest[at + 2..];
-            let here = line + text[..open].matches('\n').count();
+            newlines += text.as_bytes()[counted..open]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            counted = open;
+            let here = line + newlines;
             let span = Some(offset + open..offset + open + 2);
             let Some(close) = after.find("}}") else {
                 return Err(ParseError::new(

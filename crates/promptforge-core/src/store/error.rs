@@ -33,7 +33,12 @@ pub struct StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.path {
-            Some(path) => write!(f, "store path '{path}': {}", self.message),
+            Some(path) => write!(
+                f,
+                "store path '{}': {}",
+                crate::error::quote_text(path, 160, false),
+                self.message
+            ),
             None => f.write_str(&self.message),
         }
     }
