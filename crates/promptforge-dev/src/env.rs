@@ -1,38 +1,7 @@
 //! The gateway environment: `PROMPTFORGE_GATEWAY_URL` and `PROMPTFORGE_GATEWAY_API_KEY`,
 //! both required.
 
-use std::fmt;
-
-use promptforge_core::client::{KEY_VAR, URL_VAR};
-
-/// The gateway bearer key. Its `Debug` and `Display` show `<redacted>`; [`GatewayKey::expose`]
-/// is the only way to the value.
-#[derive(Clone)]
-pub struct GatewayKey(String);
-
-impl GatewayKey {
-    /// Wraps a key.
-    pub fn new(key: impl Into<String>) -> Self {
-        Self(key.into())
-    }
-
-    /// The key itself, for the `Authorization` header only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for GatewayKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl fmt::Display for GatewayKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+use promptforge_core::client::{KEY_VAR, Secret, URL_VAR};
 
 /// The validated gateway environment.
 #[derive(Debug, Clone)]
@@ -40,7 +9,7 @@ pub struct GatewayEnv {
     /// The gateway's base URL.
     pub url: String,
     /// The bearer key.
-    pub key: GatewayKey,
+    pub key: Secret,
 }
 
 /// A gateway variable that is missing or empty.
@@ -71,7 +40,7 @@ impl GatewayEnv {
         let key = read(KEY_VAR)?;
         Ok(Self {
             url,
-            key: GatewayKey::new(key),
+            key: Secret::new(key),
         })
     }
 }

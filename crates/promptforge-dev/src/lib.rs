@@ -7,7 +7,7 @@
 //! every save. `--capture-raw` also writes each model turn's raw JSON under `.trace/`.
 //!
 //! The pieces are usable on their own: [`args`] (the command line), [`env`] (the gateway
-//! environment and the redacted [`env::GatewayKey`]), [`runner`] (a session and one run),
+//! environment and the key in core's redacted `Secret`), [`runner`] (a session and one run),
 //! [`dump`] and [`secure`] (the reconciled, symlink-proof store dump), [`capture`] (the raw
 //! trace worker), [`watch`] (the debounced file watcher), [`observer`] and [`console`]
 //! (stderr output). [`app::main_with`] is the whole program.

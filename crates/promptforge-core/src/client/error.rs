@@ -72,33 +72,19 @@ impl CompletionError {
 
     pub(crate) fn transport(error: &reqwest::Error, what: &str, url: &Url) -> Self {
         let timeout = error.is_timeout();
+        // reqwest errors can carry the URL; keep only the innermost cause.
+        let cause = innermost_cause(error);
         let reason = if timeout {
             format!("the request to {url} timed out")
         } else if error.is_connect() {
-            let mut cause = String::new();
-            let mut source = std::error::Error::source(error);
-            while let Some(inner) = source {
-                cause = inner.to_string();
-                source = inner.source();
-            }
-            if cause.is_empty() {
-                format!("could not connect to {url}; is the gateway running?")
-            } else {
-                format!("could not connect to {url} ({cause}); is the gateway running?")
+            match cause {
+                None => format!("could not connect to {url}; is the gateway running?"),
+                Some(cause) => {
+                    format!("could not connect to {url} ({cause}); is the gateway running?")
+                }
             }
         } else {
-            // reqwest errors can carry the URL; keep only the cause chain.
-            let mut cause = String::new();
-            let mut source = std::error::Error::source(error);
-            while let Some(inner) = source {
-                cause = inner.to_string();
-                source = inner.source();
-            }
-            if cause.is_empty() {
-                "transport failure".to_owned()
-            } else {
-                cause
-            }
+            cause.unwrap_or_else(|| "transport failure".to_owned())
         };
         Self {
             timeout,
@@ -176,6 +162,17 @@ impl fmt::Display for CompletionError {
 }
 
 impl std::error::Error for CompletionError {}
+
+/// The text of the last error in `error`'s source chain, if it has one.
+fn innermost_cause(error: &dyn std::error::Error) -> Option<String> {
+    let mut cause = None;
+    let mut source = error.source();
+    while let Some(inner) = source {
+        cause = Some(inner.to_string());
+        source = inner.source();
+    }
+    cause.filter(|text| !text.is_empty())
+}
 
 /// The `code` and `message` of an OpenAI error envelope `{"error": {"message", "code"}}`,
 /// quoted safely (capped, control characters escaped); `None` when the body is not one.
