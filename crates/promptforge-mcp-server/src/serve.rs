@@ -216,10 +216,20 @@ pub async fn serve_stdio(booted: Booted) -> Result<(), ServeError> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport =
         AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(MAX_MESSAGE_BYTES);
-    let service = handler
-        .serve(transport)
-        .await
-        .map_err(|e| ServeError::Fatal(format!("the stdio session failed to start: {e}")))?;
+    let service = match handler.serve(transport).await {
+        Ok(service) => service,
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("stdin closed before the client initialized");
+            finish(&booted.shared, watcher);
+            return Ok(());
+        }
+        Err(e) => {
+            finish(&booted.shared, watcher);
+            return Err(ServeError::Fatal(format!(
+                "the stdio session failed to start: {e}"
+            )));
+        }
+    };
     let cancel = service.cancellation_token();
     let waiting = service.waiting();
     tokio::pin!(waiting);

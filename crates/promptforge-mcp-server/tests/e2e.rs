@@ -9,7 +9,8 @@ use support::{
     stdio_target, write_config,
 };
 
-const NO_VENV: &str = ".venv/bin/python is missing: run scripts/test.sh, which makes it from requirements-test.txt";
+const NO_VENV: &str =
+    ".venv/bin/python is missing: run scripts/test.sh, which makes it from requirements-test.txt";
 
 async fn fixture(knobs: &Knobs) -> (tempfile::TempDir, Upstream, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -26,7 +27,14 @@ async fn stdio_basics_with_the_default_connection_and_the_classic_handshake() {
     }
     let (dir, upstream, config) = fixture(&Knobs::default()).await;
     for mode in ["auto", "legacy"] {
-        scenario("basics", mode, dir.path(), &upstream.url, &stdio_target(&config)).await;
+        scenario(
+            "basics",
+            mode,
+            dir.path(),
+            &upstream.url,
+            &stdio_target(&config),
+        )
+        .await;
     }
 }
 
@@ -43,7 +51,14 @@ async fn http_basics_with_the_default_connection_and_the_classic_handshake() {
     let (dir, upstream, config) = fixture(&knobs).await;
     let server = Server::http(&config, port).await;
     for mode in ["auto", "legacy"] {
-        scenario("basics", mode, dir.path(), &upstream.url, &http_target(&server.url)).await;
+        scenario(
+            "basics",
+            mode,
+            dir.path(),
+            &upstream.url,
+            &http_target(&server.url),
+        )
+        .await;
     }
     assert!(server.terminate().await.success());
 }
@@ -65,7 +80,14 @@ async fn list_prompts_pages_by_one_hundred() {
         )
         .unwrap();
     }
-    scenario("paging", "auto", dir.path(), &upstream.url, &stdio_target(&config)).await;
+    scenario(
+        "paging",
+        "auto",
+        dir.path(),
+        &upstream.url,
+        &stdio_target(&config),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +102,14 @@ async fn a_run_past_the_reply_deadline_detaches_and_holds_its_slot_over_stdio() 
         ..Knobs::default()
     })
     .await;
-    scenario("deadline", "auto", dir.path(), &upstream.url, &stdio_target(&config)).await;
+    scenario(
+        "deadline",
+        "auto",
+        dir.path(),
+        &upstream.url,
+        &stdio_target(&config),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +127,14 @@ async fn a_run_past_the_reply_deadline_detaches_over_http() {
     })
     .await;
     let server = Server::http(&config, port).await;
-    scenario("deadline", "legacy", dir.path(), &upstream.url, &http_target(&server.url)).await;
+    scenario(
+        "deadline",
+        "legacy",
+        dir.path(),
+        &upstream.url,
+        &http_target(&server.url),
+    )
+    .await;
     assert!(server.terminate().await.success());
 }
 
@@ -113,7 +149,14 @@ async fn cancelling_an_attached_call_cancels_its_run_over_stdio() {
         ..Knobs::default()
     })
     .await;
-    scenario("cancel", "legacy", dir.path(), &upstream.url, &stdio_target(&config)).await;
+    scenario(
+        "cancel",
+        "legacy",
+        dir.path(),
+        &upstream.url,
+        &stdio_target(&config),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,7 +173,14 @@ async fn cancelling_an_attached_call_cancels_its_run_over_http() {
     })
     .await;
     let server = Server::http(&config, port).await;
-    scenario("cancel", "legacy", dir.path(), &upstream.url, &http_target(&server.url)).await;
+    scenario(
+        "cancel",
+        "legacy",
+        dir.path(),
+        &upstream.url,
+        &http_target(&server.url),
+    )
+    .await;
     assert!(server.terminate().await.success());
 }
 
@@ -140,5 +190,12 @@ async fn saved_prompts_are_callable_without_a_reconnect() {
         return skip(NO_VENV);
     }
     let (dir, upstream, config) = fixture(&Knobs::default()).await;
-    scenario("reload", "auto", dir.path(), &upstream.url, &stdio_target(&config)).await;
+    scenario(
+        "reload",
+        "auto",
+        dir.path(),
+        &upstream.url,
+        &stdio_target(&config),
+    )
+    .await;
 }

@@ -1,6 +1,12 @@
 //! Test support: a scripted OpenAI-compatible upstream on loopback, a prompt fixture and
 //! the server process.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unreachable_pub)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    dead_code,
+    unreachable_pub
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -351,7 +357,10 @@ pub async fn scenario(name: &str, mode: &str, dir: &Path, upstream: &str, target
         .arg("--dir")
         .arg(dir)
         .args(target)
-        .env("PF_PICKER", if cfg!(feature = "picker") { "1" } else { "0" })
+        .env(
+            "PF_PICKER",
+            if cfg!(feature = "picker") { "1" } else { "0" },
+        )
         .stdin(Stdio::null())
         .kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(300), command.output())
