@@ -17,6 +17,9 @@ use crate::state::Shared;
 /// are dropped (any one of them triggers the same re-resolution).
 pub const EVENT_BUFFER: usize = 1024;
 
+/// While the watch is lost, how often a window is settled to register it again.
+pub const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What one settled window did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reloaded {
@@ -140,17 +143,18 @@ impl Platform {
     }
 
     fn register(&mut self) -> Result<(), String> {
-        let _ = self.watcher.unwatch(&self.dir);
-        let _ = self.watcher.unwatch(&self.toml_dir);
-        self.watcher
-            .watch(&self.dir, RecursiveMode::Recursive)
-            .map_err(|e| format!("cannot watch {}: {e}", self.dir.display()))?;
+        // `prompts.toml`'s directory first: it also reports the prompts directory coming
+        // back after a rename, which is what lets a lost watch be registered again.
         if self.dir != self.toml_dir {
+            let _ = self.watcher.unwatch(&self.toml_dir);
             self.watcher
                 .watch(&self.toml_dir, RecursiveMode::NonRecursive)
                 .map_err(|e| format!("cannot watch {}: {e}", self.toml_dir.display()))?;
         }
-        Ok(())
+        let _ = self.watcher.unwatch(&self.dir);
+        self.watcher
+            .watch(&self.dir, RecursiveMode::Recursive)
+            .map_err(|e| format!("cannot watch {}: {e}", self.dir.display()))
     }
 }
 
@@ -168,7 +172,20 @@ impl Watcher {
         let debounce = boot.server.watch_debounce;
         let task = tokio::spawn(async move {
             let mut lost = false;
-            while let Some(first) = rx.recv().await {
+            loop {
+                // While the watch is lost, a settled window also comes every RETRY.
+                let first = if lost {
+                    match tokio::time::timeout(RETRY, rx.recv()).await {
+                        Ok(Some(signal)) => signal,
+                        Ok(None) => return,
+                        Err(_) => Signal::Changed,
+                    }
+                } else {
+                    match rx.recv().await {
+                        Some(signal) => signal,
+                        None => return,
+                    }
+                };
                 let mut signals = vec![first];
                 // The window restarts on every event.
                 loop {
