@@ -256,7 +256,16 @@ async def reload(client, args):
 
 PROMPT = "---\nname: {name}\ndescription: {description}\npromptforge: 1\n---\n\n# T\n\n```lua\n{body}\n```\n"
 
-SCENARIOS = {"basics": basics, "paging": paging, "deadline": deadline, "cancel": cancel, "reload": reload}
+async def smoke(client, args):
+    names = [t.name for t in (await client.list_tools()).tools]
+    assert names[:3] == ["list_prompts", "run_prompt", "check_run"], names
+    prompts = await listing(client)
+    assert "echo" in prompts and prompts["echo"]["problem"] is None, prompts
+    data = await run(client, prompt="echo", args="hello")
+    assert data["status"] == "completed" and data["value"] == "hello", data
+
+
+SCENARIOS = {"smoke": smoke, "basics": basics, "paging": paging, "deadline": deadline, "cancel": cancel, "reload": reload}
 
 
 async def main():
@@ -268,8 +277,16 @@ async def main():
     parser.add_argument("--token")
     parser.add_argument("--upstream")
     parser.add_argument("--dir")
+    parser.add_argument("--server-json", help="one mcpServers entry, launched as a client would")
     args = parser.parse_args()
-    if args.stdio:
+    if args.server_json:
+        entry = json.loads(args.server_json)
+        if "url" in entry:
+            http = create_mcp_http_client(headers=entry.get("headers", {}))
+            server = streamable_http_client(entry["url"], http_client=http)
+        else:
+            server = StdioServerParameters(command=entry["command"], args=entry.get("args", []), env=entry.get("env"))
+    elif args.stdio:
         server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=dict(os.environ), cwd=args.dir)
     else:
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {args.token}"})
