@@ -27,7 +27,7 @@ use crate::catalog::{self, Mode};
 use crate::config::{Config, is_loopback};
 use crate::handler::Handler;
 use crate::runs::Registry;
-use crate::state::{Generation, Shared, build_index};
+use crate::state::{Generation, Index, Shared, build_index};
 use crate::watch::Watcher;
 
 /// The largest JSON-RPC message accepted: an HTTP body, or one stdio line (4 MiB).
@@ -94,20 +94,16 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
     // 3. The execution picker (fatal) and the retrieval index (not fatal).
     let key = catalog.index_key();
     let picker_catalog = tools.picker_catalog();
-    let (model, picker, index) = tokio::task::spawn_blocking(move || {
+    let (model, picker) = tokio::task::spawn_blocking(move || {
         let model = Model::load()
             .map_err(|e| format!("cannot load the tool picker's embedding model: {e}"))?;
         let picker = ToolPicker::build_with_model(&model, picker_catalog, PickerConfig::default())
             .map_err(|e| format!("cannot build the tool picker: {e}"))?;
-        let index = build_index(Some(&model), &key);
-        Ok::<_, String>((model, picker, index))
+        Ok::<_, String>((model, picker))
     })
     .await
     .map_err(|e| ServeError::Fatal(format!("boot task failed: {e}")))?
     .map_err(ServeError::Fatal)?;
-    if let crate::state::Index::Unavailable(why) = &index {
-        tracing::error!("need_prompt will answer that retrieval is unavailable: {why}");
-    }
 
     // 4. The gateway's model catalog.
     let models = fetch_models(&gateway).await?;
@@ -119,9 +115,13 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
     );
     let first = Generation {
         number: 1,
-        index_key: catalog.index_key(),
+        index_key: key,
         catalog,
-        index,
+        index: if crate::tools::PICKER {
+            Index::Building
+        } else {
+            Index::Unavailable("this build has no picker feature".into())
+        },
     };
     let shared = Arc::new(Shared::new(
         first,
@@ -133,6 +133,21 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
         picker,
         Some(model),
     ));
+    if crate::tools::PICKER {
+        // The retrieval index is built off the boot path: a 1,000-prompt catalog takes
+        // seconds to embed, and every other tool serves meanwhile.
+        let background = Arc::clone(&shared);
+        tokio::task::spawn_blocking(move || {
+            let key = background.current().index_key.clone();
+            let index = build_index(background.model.as_ref(), &key, None);
+            if let Index::Unavailable(why) = &index {
+                tracing::error!("need_prompt will answer that retrieval is unavailable: {why}");
+            }
+            if background.complete_index(1, index) {
+                tracing::info!(prompts = key.len(), "retrieval index built");
+            }
+        });
+    }
     Ok(Booted { shared, config })
 }
 

@@ -17,6 +17,8 @@ use crate::runs::Registry;
 pub enum Index {
     /// Built over every runnable prompt's name and description.
     Ready(Arc<ToolPicker>),
+    /// Being built in the background after boot (a large catalog takes seconds).
+    Building,
     /// Could not be built; `need_prompt` says so and points at `list_prompts`.
     Unavailable(String),
 }
@@ -66,8 +68,13 @@ impl std::fmt::Debug for Shared {
 /// The server id under which prompts sit in the retrieval index.
 pub const INDEX_SERVER: &str = "prompts";
 
-/// Builds the retrieval index over `key` with `model`.
-pub fn build_index(model: Option<&Model>, key: &[(String, String)]) -> Index {
+/// Builds the retrieval index over `key` with `model`, reusing the vectors of `previous`
+/// for every prompt whose name and description it already holds.
+pub fn build_index(
+    model: Option<&Model>,
+    key: &[(String, String)],
+    previous: Option<&ToolPicker>,
+) -> Index {
     let Some(model) = model else {
         return Index::Unavailable("the embedding model failed to load".into());
     };
@@ -82,7 +89,11 @@ pub fn build_index(model: Option<&Model>, key: &[(String, String)]) -> Index {
             })
             .collect(),
     );
-    match ToolPicker::build_with_model(model, catalog, PickerConfig::default()) {
+    let built = match previous {
+        Some(previous) => previous.rebuild_reusing(catalog),
+        None => ToolPicker::build_with_model(model, catalog, PickerConfig::default()),
+    };
+    match built {
         Ok(picker) => Index::Ready(Arc::new(picker)),
         Err(e) => Index::Unavailable(format!("the retrieval index failed to build: {e}")),
     }
@@ -133,10 +144,14 @@ impl Shared {
         }
         let previous = self.current();
         let key = catalog.index_key();
-        let index = if key == previous.index_key {
+        let index = if key == previous.index_key && !matches!(previous.index, Index::Building) {
             previous.index.clone()
         } else {
-            build_index(self.model.as_ref(), &key)
+            let reuse = match &previous.index {
+                Index::Ready(picker) => Some(picker.as_ref()),
+                _ => None,
+            };
+            build_index(self.model.as_ref(), &key, reuse)
         };
         let mut slot = self
             .generation
@@ -153,6 +168,28 @@ impl Shared {
             index_key: key,
         });
         Some(number)
+    }
+
+    /// Installs the index built in the background for generation `number`, if that
+    /// generation is still the current one (a reload may have published a newer pair).
+    pub fn complete_index(&self, number: u64, index: Index) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut slot = self
+            .generation
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.number != number || !matches!(slot.index, Index::Building) {
+            return false;
+        }
+        *slot = Arc::new(Generation {
+            number,
+            catalog: slot.catalog.clone(),
+            index,
+            index_key: slot.index_key.clone(),
+        });
+        true
     }
 
     /// Whether the last publish reused the index of the generation before it.

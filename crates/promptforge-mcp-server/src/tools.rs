@@ -318,6 +318,12 @@ pub async fn need_prompt(
     let generation = shared.current();
     let picker = match &generation.index {
         Index::Ready(picker) => Arc::clone(picker),
+        Index::Building => {
+            return Ok(CallToolResult::structured(json!({
+                "prompts": [],
+                "unavailable": "the retrieval index is still being built after boot; retry in a moment, or call list_prompts to browse the catalog",
+            })));
+        }
         Index::Unavailable(why) => {
             return Ok(CallToolResult::structured(json!({
                 "prompts": [],

@@ -50,8 +50,11 @@ fn names(shared: &Shared) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_only_edit_reuses_the_index_and_a_description_edit_rebuilds_it() {
     let (dir, _upstream, config, shared) = booted(false).await;
+    eventually("the boot index is built", || {
+        matches!(shared.current().index, Index::Ready(_))
+    })
+    .await;
     let first = shared.current();
-    assert!(matches!(first.index, Index::Ready(_)));
     let echo = dir.path().join("prompts/echo.md");
     std::fs::write(
         &echo,

@@ -166,7 +166,15 @@ async def basics(client, args):
         await expect_error(client.call_tool("need_prompt", {"capability": "x"}), -32601)
         return
 
-    result = await client.call_tool("need_prompt", {"capability": "Repeat a greeting for a person's name."})
+    # The index is built in the background after boot: wait for it (bounded).
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while True:
+        result = await client.call_tool("need_prompt", {"capability": "Repeat a greeting for a person's name."})
+        if "still being built" not in result.structured_content.get("unavailable", ""):
+            break
+        assert time.monotonic() < deadline, "the retrieval index was never built"
+        await anyio.sleep(0.05)
+    assert "unavailable" not in result.structured_content, result.structured_content
     candidates = result.structured_content["prompts"]
     assert 1 <= len(candidates) <= 3, candidates
     assert candidates[0]["name"] == "greet", candidates
