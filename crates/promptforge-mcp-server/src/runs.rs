@@ -65,6 +65,9 @@ pub struct Run {
     cancel: CancelHandle,
     outcome: Mutex<Outcome>,
     done: watch::Sender<bool>,
+    created: std::time::SystemTime,
+    call_cancel: tokio_util::sync::CancellationToken,
+    cancel_requested: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -80,6 +83,30 @@ impl Run {
     /// The run's cancel handle.
     pub fn cancel_handle(&self) -> &CancelHandle {
         &self.cancel
+    }
+
+    /// When the run was registered.
+    pub fn created(&self) -> std::time::SystemTime {
+        self.created
+    }
+
+    /// The token that stands for the run's call when it has no request of its own (a
+    /// task): cancelling it cancels an attached run.
+    pub fn call_cancel(&self) -> &tokio_util::sync::CancellationToken {
+        &self.call_cancel
+    }
+
+    /// Records that a client asked for this run to be cancelled (`tasks/cancel`) and
+    /// cancels it.
+    pub fn request_cancel(&self) {
+        self.cancel_requested.store(true, Ordering::Release);
+        self.call_cancel.cancel();
+        self.cancel.cancel();
+    }
+
+    /// Whether a client asked for this run to be cancelled.
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested.load(Ordering::Acquire)
     }
 
     /// Counts one model turn.
@@ -213,6 +240,9 @@ impl Registry {
             cancel: CancelHandle::new(),
             outcome: Mutex::new(Outcome::Running),
             done,
+            created: std::time::SystemTime::now(),
+            call_cancel: tokio_util::sync::CancellationToken::new(),
+            cancel_requested: AtomicBool::new(false),
         });
         let mut runs = lock(&self.runs);
         evict(&mut runs, self.retain);
@@ -243,6 +273,11 @@ impl Registry {
             Ok(Err(_)) => Err(AdmissionError::Closed),
             Err(_) => Err(AdmissionError::Busy(self.admission_timeout)),
         }
+    }
+
+    /// How long finished runs are retained.
+    pub fn retain(&self) -> Duration {
+        self.retain
     }
 
     /// Stops admitting runs.

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Entry;
 use crate::runs::{Record, Run, Status};
-use crate::state::{Index, Shared};
+use crate::state::{Generation, Index, Shared};
 
 /// Entries per `list_prompts` page.
 pub const PAGE_SIZE: usize = 100;
@@ -448,11 +448,41 @@ pub async fn run_prompt<S: ProgressSink>(
     shared: Arc<Shared>,
     request: RunRequest,
     cancel: CancellationToken,
-    mut sink: Option<S>,
+    sink: Option<S>,
 ) -> Record {
+    let (generation, entry, run) = register(&shared, &request);
+    execute(shared, generation, entry, run, request, cancel, sink, true).await
+}
+
+/// Registers a run for `request` under the current generation (the generation the run
+/// keeps, whatever a reload publishes later).
+pub fn register(
+    shared: &Shared,
+    request: &RunRequest,
+) -> (Arc<Generation>, Option<Arc<Entry>>, Arc<Run>) {
     let generation = shared.current();
-    let Some(entry) = generation.catalog.lookup(&request.prompt).cloned() else {
-        let run = shared.registry.start(&request.prompt);
+    let entry = generation.catalog.lookup(&request.prompt).cloned();
+    let name = entry
+        .as_ref()
+        .map_or(request.prompt.as_str(), |e| e.name.as_str());
+    let run = shared.registry.start(name);
+    (generation, entry, run)
+}
+
+/// Drives a registered run: seeding, admission, execution. With `deadline` the call
+/// answers `running` past `reply_deadline`; without it (a task) it waits for the end.
+#[allow(clippy::too_many_arguments)]
+pub async fn execute<S: ProgressSink>(
+    shared: Arc<Shared>,
+    generation: Arc<Generation>,
+    entry: Option<Arc<Entry>>,
+    run: Arc<Run>,
+    request: RunRequest,
+    cancel: CancellationToken,
+    mut sink: Option<S>,
+    deadline: bool,
+) -> Record {
+    let Some(entry) = entry else {
         let names = generation.catalog.nearest(&request.prompt);
         run.finish(Err(format!(
             "no prompt is named `{}`. Enabled prompts, nearest first: {}",
@@ -461,7 +491,6 @@ pub async fn run_prompt<S: ProgressSink>(
         )));
         return run.record();
     };
-    let run = shared.registry.start(&entry.name);
     let prompt = match &entry.prompt {
         Ok(p) => p.clone(),
         Err(problem) => {
@@ -537,7 +566,13 @@ pub async fn run_prompt<S: ProgressSink>(
         let _ = tx.send(Progress::Done);
     });
 
-    let deadline = tokio::time::sleep(shared.reply_deadline);
+    let reply_deadline = if deadline {
+        shared.reply_deadline
+    } else {
+        // A task has no reply to give early: it is polled with tasks/get.
+        Duration::from_secs(u64::from(u32::MAX))
+    };
+    let deadline = tokio::time::sleep(reply_deadline);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
