@@ -76,6 +76,9 @@ pub struct Entry {
     pub output: Option<Declared>,
     /// The parsed prompt, or why it cannot run.
     pub prompt: Result<Prompt, String>,
+    /// The file's text as parsed (absent when it could not be read): a reload reuses the
+    /// entry of a file whose text did not change instead of parsing it again.
+    pub source: Option<Arc<str>>,
 }
 
 impl Entry {
@@ -167,6 +170,19 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 /// cannot be read, parsed or named becomes a broken entry, and only catalog-wide faults
 /// (duplicates, stale overrides, an empty catalog, an unreadable directory) are returned.
 pub fn resolve(config: &CatalogConfig, dir: &Path, mode: Mode) -> Result<Catalog, Vec<String>> {
+    resolve_with(config, dir, mode, None)
+}
+
+/// [`resolve`], reusing the entries of `previous` whose file text is unchanged.
+pub fn resolve_with(
+    config: &CatalogConfig,
+    dir: &Path,
+    mode: Mode,
+    previous: Option<&Catalog>,
+) -> Result<Catalog, Vec<String>> {
+    let known: std::collections::HashMap<&str, &Arc<Entry>> = previous
+        .map(|c| c.entries().iter().map(|e| (e.file.as_str(), e)).collect())
+        .unwrap_or_default();
     let mut faults = Vec::new();
     let include = compile(&config.include, &mut faults);
     let exclude = compile(&config.exclude, &mut faults);
@@ -195,7 +211,7 @@ pub fn resolve(config: &CatalogConfig, dir: &Path, mode: Mode) -> Result<Catalog
     let mut entries: Vec<Entry> = Vec::new();
     for rel in &files {
         let forced = explicit.get(rel);
-        match load_entry(dir, rel, forced.is_some()) {
+        match load_entry(dir, rel, forced.is_some(), known.get(rel.as_str()).copied()) {
             Loaded::Skip => {}
             Loaded::Entry(entry) => {
                 if let (Some(key), Ok(_)) = (forced, &entry.prompt)
@@ -211,7 +227,7 @@ pub fn resolve(config: &CatalogConfig, dir: &Path, mode: Mode) -> Result<Catalog
                     faults.push(problem.clone());
                     continue;
                 }
-                entries.push(entry);
+                entries.push(*entry);
             }
         }
     }
@@ -293,21 +309,22 @@ fn walk(dir: &Path) -> Result<Vec<String>, String> {
 
 enum Loaded {
     Skip,
-    Entry(Entry),
+    Entry(Box<Entry>),
 }
 
 fn broken(rel: &str, name: String, description: String, problem: String) -> Loaded {
-    Loaded::Entry(Entry {
+    Loaded::Entry(Box::new(Entry {
         name,
         description,
         file: rel.to_owned(),
         input: None,
         output: None,
         prompt: Err(problem),
-    })
+        source: None,
+    }))
 }
 
-fn load_entry(dir: &Path, rel: &str, forced: bool) -> Loaded {
+fn load_entry(dir: &Path, rel: &str, forced: bool, previous: Option<&Arc<Entry>>) -> Loaded {
     let path = dir.join(rel);
     let fallback = fallback_name(rel);
     let source = match read_prompt(&path) {
@@ -321,6 +338,11 @@ fn load_entry(dir: &Path, rel: &str, forced: bool) -> Loaded {
             );
         }
     };
+    if let Some(previous) = previous
+        && previous.source.as_deref() == Some(source.as_str())
+    {
+        return Loaded::Entry(Box::new(Entry::clone(previous)));
+    }
     if promptforge_version(&source).is_none() {
         if forced {
             return broken(
@@ -367,14 +389,15 @@ fn load_entry(dir: &Path, rel: &str, forced: bool) -> Loaded {
             description: d.description().to_owned(),
         })
     };
-    Loaded::Entry(Entry {
+    Loaded::Entry(Box::new(Entry {
         name: declared,
         description: prompt.description().to_owned(),
         file: rel.to_owned(),
         input: declare(front.input()),
         output: declare(front.output()),
         prompt: Ok(prompt.clone()),
-    })
+        source: Some(Arc::from(source.as_str())),
+    }))
 }
 
 fn read_prompt(path: &Path) -> Result<String, String> {
@@ -564,6 +587,27 @@ mod tests {
         assert_eq!(names(&c), ["alpha", "staker"]);
         assert_eq!(c.nearest("stakr")[0], "staker");
         assert!(c.lookup("Alpha").is_some());
+    }
+
+    #[test]
+    fn a_reload_reuses_the_entries_of_unchanged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.md", &prompt("alpha", "d"));
+        write(dir.path(), "b.md", &prompt("beta", "d"));
+        let cfg = config(&["*.md"], &[]);
+        let first = resolve(&cfg, dir.path(), Mode::Boot).unwrap();
+        write(dir.path(), "b.md", &prompt("beta", "changed"));
+        let second = resolve_with(&cfg, dir.path(), Mode::Reload, Some(&first)).unwrap();
+        let source = |c: &Catalog, name: &str| c.lookup(name).unwrap().source.clone().unwrap();
+        assert!(Arc::ptr_eq(
+            &source(&first, "alpha"),
+            &source(&second, "alpha")
+        ));
+        assert!(!Arc::ptr_eq(
+            &source(&first, "beta"),
+            &source(&second, "beta")
+        ));
+        assert_eq!(second.lookup("beta").unwrap().description, "changed");
     }
 
     #[test]

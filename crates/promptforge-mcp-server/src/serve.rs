@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use promptforge_core::client::{CompletionErrorKind, GatewayClient, ModelCatalog, RequestLimits};
 use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_tool_picker::{Config as PickerConfig, Model, ToolPicker};
@@ -451,6 +452,12 @@ pub async fn serve_http_on(
     });
     let graceful = signalled.clone();
     let stop_streams = stop.clone();
+    // Small JSON-RPC replies must not wait for delayed ACKs (Nagle): about 40 ms a call.
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         graceful.cancelled().await;
         tracing::info!("shutting down: closing SSE streams and draining calls");

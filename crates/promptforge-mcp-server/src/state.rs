@@ -138,20 +138,28 @@ impl Shared {
 
     /// Publishes a new catalog, reusing the index when no runnable name or description
     /// moved. Returns the new generation number, or `None` after shutdown.
-    pub fn publish(&self, catalog: Catalog) -> Option<u64> {
+    ///
+    /// When the previous generation has no index to reuse vectors from (it is still being
+    /// built after boot), the new catalog is published at once with its index `Building`,
+    /// and the index is built on a background thread and installed for that generation.
+    pub fn publish(self: &Arc<Self>, catalog: Catalog) -> Option<u64> {
         if self.closed.load(Ordering::Acquire) {
             return None;
         }
         let previous = self.current();
         let key = catalog.index_key();
-        let index = if key == previous.index_key && !matches!(previous.index, Index::Building) {
+        let mut background = false;
+        let index = if key == previous.index_key {
             previous.index.clone()
         } else {
-            let reuse = match &previous.index {
-                Index::Ready(picker) => Some(picker.as_ref()),
-                _ => None,
-            };
-            build_index(self.model.as_ref(), &key, reuse)
+            match &previous.index {
+                Index::Ready(picker) => build_index(self.model.as_ref(), &key, Some(picker)),
+                Index::Building => {
+                    background = true;
+                    Index::Building
+                }
+                Index::Unavailable(_) => build_index(self.model.as_ref(), &key, None),
+            }
         };
         let mut slot = self
             .generation
@@ -165,8 +173,16 @@ impl Shared {
             number,
             catalog,
             index,
-            index_key: key,
+            index_key: key.clone(),
         });
+        drop(slot);
+        if background {
+            let shared = Arc::clone(self);
+            std::thread::spawn(move || {
+                let index = build_index(shared.model.as_ref(), &key, None);
+                shared.complete_index(number, index);
+            });
+        }
         Some(number)
     }
 

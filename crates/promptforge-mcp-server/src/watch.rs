@@ -34,7 +34,7 @@ pub enum Reloaded {
 /// Re-reads `prompts.toml`'s catalog tables and the prompts directory, and publishes the
 /// result. `boot` is the configuration read at boot: `[server]`, `[gateway]` and
 /// `[paths]` keep their boot values, and a change to any of them is logged.
-pub fn reload(boot: &Config, shared: &Shared) -> Reloaded {
+pub fn reload(boot: &Config, shared: &Arc<Shared>) -> Reloaded {
     let catalog_config = match Config::load(&boot.path) {
         Ok(fresh) => {
             let ignored = restart_only_changes(boot, &fresh);
@@ -52,7 +52,13 @@ pub fn reload(boot: &Config, shared: &Shared) -> Reloaded {
             return Reloaded::Kept(vec![e.to_string()]);
         }
     };
-    match catalog::resolve(&catalog_config, &boot.prompts_dir, Mode::Reload) {
+    let previous = shared.current();
+    match catalog::resolve_with(
+        &catalog_config,
+        &boot.prompts_dir,
+        Mode::Reload,
+        Some(&previous.catalog),
+    ) {
         Ok(catalog) => {
             for entry in catalog.entries() {
                 if let Some(problem) = entry.problem() {
