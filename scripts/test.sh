@@ -12,4 +12,13 @@ if [ -f requirements-test.txt ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 fi
 
+# promptforge-mcp-server's client checks: Claude Code's CLI and the MCP Inspector CLI, pinned,
+# installed into the git-ignored .tools/npm only when absent.
+if command -v npm >/dev/null 2>&1 \
+  && { [ ! -x .tools/npm/node_modules/.bin/claude ] || [ ! -x .tools/npm/node_modules/.bin/mcp-inspector ]; }; then
+  mkdir -p .tools/npm
+  npm install --prefix .tools/npm --no-audit --no-fund --loglevel=error \
+    @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0
+fi
+
 cargo test --workspace --locked "$@"

@@ -284,6 +284,45 @@ impl ToolPicker {
         Self::build_with_model(&self.model, catalog, self.config)
     }
 
+    /// Indexes a new catalog like [`ToolPicker::rebuild`], embedding only the tools whose
+    /// embedded text (name and description) this index does not already hold; the others
+    /// reuse their vectors, which never depend on the rest of the catalog, so the result
+    /// is the same as a full rebuild.
+    pub fn rebuild_reusing(&self, catalog: Catalog) -> Result<Self, IndexError> {
+        let known: std::collections::HashMap<String, usize> = self
+            .catalog
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| (tool_text(tool), i))
+            .collect();
+        let mut embeddings = Vec::with_capacity(catalog.len() * EMBEDDING_DIM);
+        let mut texts = Vec::with_capacity(catalog.len());
+        for (position, tool) in catalog.iter().enumerate() {
+            let text = tool_text(tool);
+            match known.get(&text) {
+                Some(&i) => embeddings.extend_from_slice(
+                    &self.embeddings[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM],
+                ),
+                None => {
+                    let vector = self
+                        .model
+                        .embed(&text)
+                        .map_err(|e| IndexError::new(tool.id().clone(), position, e))?;
+                    embeddings.extend_from_slice(&vector);
+                }
+            }
+            texts.push(text);
+        }
+        let lexical = LexicalIndex::new(texts.iter().map(String::as_str));
+        Ok(Self {
+            model: self.model.clone(),
+            config: self.config,
+            catalog,
+            embeddings,
+            lexical,
+        })
+    }
+
     /// The same index under another configuration: nothing is embedded again.
     #[must_use]
     pub fn with_config(&self, config: Config) -> Self {

@@ -534,3 +534,41 @@ fn embeddings_match_the_recorded_reference() {
         );
     }
 }
+
+#[test]
+fn rebuild_reusing_matches_a_full_rebuild() {
+    let tool = |server: &str, name: &str, description: &str| {
+        ToolDescriptor::new(
+            ToolId::new(server, name),
+            description,
+            serde_json::json!({}),
+        )
+    };
+    let first = Catalog::new(vec![
+        tool("a", "read_file", "Read a file from disk"),
+        tool("a", "fetch_url", "Fetch a web page over HTTP"),
+    ]);
+    let picker = ToolPicker::build(first, Config::default()).unwrap();
+    let second = Catalog::new(vec![
+        tool("a", "fetch_url", "Fetch a web page over HTTP"),
+        tool("a", "send_mail", "Send an email to a recipient"),
+        tool("a", "read_file", "Read a text file from the local disk"),
+    ]);
+    let reused = picker.rebuild_reusing(second.clone()).unwrap();
+    let full = picker.rebuild(second).unwrap();
+    for need in ["download a web page", "email someone", "open a local file"] {
+        let a: Vec<(String, f32)> = reused
+            .rank(need, 3)
+            .unwrap()
+            .iter()
+            .map(|s| (s.tool().name().to_owned(), s.score()))
+            .collect();
+        let b: Vec<(String, f32)> = full
+            .rank(need, 3)
+            .unwrap()
+            .iter()
+            .map(|s| (s.tool().name().to_owned(), s.score()))
+            .collect();
+        assert_eq!(a, b, "{need}");
+    }
+}

@@ -1,0 +1,247 @@
+//! Live reload: watch the prompts directory and `prompts.toml`, debounce, re-resolve,
+//! publish one generation.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::catalog::{self, Mode};
+use crate::config::{Config, restart_only_changes};
+use crate::state::Shared;
+
+/// Events buffered between the platform watcher and the debounce loop; past it events
+/// are dropped (any one of them triggers the same re-resolution).
+pub const EVENT_BUFFER: usize = 1024;
+
+/// While the watch is lost, how often a window is settled to register it again.
+pub const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What one settled window did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reloaded {
+    /// A new generation was published.
+    Published(u64),
+    /// The candidate could not be resolved; the previous catalog keeps serving.
+    Kept(Vec<String>),
+    /// The server is shutting down.
+    Closed,
+}
+
+/// Re-reads `prompts.toml`'s catalog tables and the prompts directory, and publishes the
+/// result. `boot` is the configuration read at boot: `[server]`, `[gateway]` and
+/// `[paths]` keep their boot values, and a change to any of them is logged.
+pub fn reload(boot: &Config, shared: &Arc<Shared>) -> Reloaded {
+    let catalog_config = match Config::load(&boot.path) {
+        Ok(fresh) => {
+            let ignored = restart_only_changes(boot, &fresh);
+            if !ignored.is_empty() {
+                tracing::warn!(
+                    "{} changed {}; these settings take effect on the next restart",
+                    boot.path.display(),
+                    ignored.join(", ")
+                );
+            }
+            fresh.catalog
+        }
+        Err(e) => {
+            tracing::error!("reload: {e}; the previous catalog keeps serving");
+            return Reloaded::Kept(vec![e.to_string()]);
+        }
+    };
+    let previous = shared.current();
+    match catalog::resolve_with(
+        &catalog_config,
+        &boot.prompts_dir,
+        Mode::Reload,
+        Some(&previous.catalog),
+    ) {
+        Ok(catalog) => {
+            for entry in catalog.entries() {
+                if let Some(problem) = entry.problem() {
+                    tracing::warn!(prompt = %entry.name, "broken prompt stays listed: {problem}");
+                }
+            }
+            match shared.publish(catalog) {
+                Some(number) => {
+                    tracing::info!(generation = number, "catalog reloaded");
+                    Reloaded::Published(number)
+                }
+                None => Reloaded::Closed,
+            }
+        }
+        Err(faults) => {
+            tracing::error!(
+                "reload: the catalog could not be resolved, the previous one keeps serving: {}",
+                faults.join("; ")
+            );
+            Reloaded::Kept(faults)
+        }
+    }
+}
+
+/// The running watcher.
+pub struct Watcher {
+    task: JoinHandle<()>,
+    stopped: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watcher").finish_non_exhaustive()
+    }
+}
+
+enum Signal {
+    Changed,
+    Lost(String),
+}
+
+struct Platform {
+    watcher: RecommendedWatcher,
+    dir: PathBuf,
+    toml_dir: PathBuf,
+}
+
+impl Platform {
+    fn new(dir: &Path, toml: &Path, tx: mpsc::Sender<Signal>) -> Result<Self, String> {
+        let toml_path = toml.to_path_buf();
+        let dir_path = dir.to_path_buf();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let signal = match event {
+                Ok(event) => {
+                    if matches!(event.kind, EventKind::Access(_)) {
+                        return;
+                    }
+                    let relevant = event
+                        .paths
+                        .iter()
+                        .any(|p| p.starts_with(&dir_path) || *p == toml_path);
+                    let lost = matches!(event.kind, EventKind::Remove(_))
+                        && event.paths.contains(&dir_path);
+                    if lost {
+                        Signal::Lost(format!("{} was removed", dir_path.display()))
+                    } else if relevant || event.need_rescan() {
+                        Signal::Changed
+                    } else {
+                        return;
+                    }
+                }
+                Err(e) => Signal::Lost(e.to_string()),
+            };
+            let _ = tx.try_send(signal);
+        })
+        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
+        let toml_dir = toml
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let mut platform = Self {
+            watcher,
+            dir: dir.to_path_buf(),
+            toml_dir,
+        };
+        platform.register()?;
+        Ok(platform)
+    }
+
+    fn register(&mut self) -> Result<(), String> {
+        // `prompts.toml`'s directory first: it also reports the prompts directory coming
+        // back after a rename, which is what lets a lost watch be registered again.
+        if self.dir != self.toml_dir {
+            let _ = self.watcher.unwatch(&self.toml_dir);
+            self.watcher
+                .watch(&self.toml_dir, RecursiveMode::NonRecursive)
+                .map_err(|e| format!("cannot watch {}: {e}", self.toml_dir.display()))?;
+        }
+        let _ = self.watcher.unwatch(&self.dir);
+        self.watcher
+            .watch(&self.dir, RecursiveMode::Recursive)
+            .map_err(|e| format!("cannot watch {}: {e}", self.dir.display()))
+    }
+}
+
+impl Watcher {
+    /// Starts watching (refused when the prompts directory cannot be watched at all).
+    pub fn start(boot: Config, shared: Arc<Shared>) -> Result<Self, String> {
+        let dir = std::fs::canonicalize(&boot.prompts_dir)
+            .map_err(|e| format!("cannot watch {}: {e}", boot.prompts_dir.display()))?;
+        let toml = std::fs::canonicalize(&boot.path)
+            .map_err(|e| format!("cannot watch {}: {e}", boot.path.display()))?;
+        let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
+        let mut platform = Platform::new(&dir, &toml, tx)?;
+        let stopped = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stopped);
+        let debounce = boot.server.watch_debounce;
+        let task = tokio::spawn(async move {
+            let mut lost = false;
+            loop {
+                // While the watch is lost, a settled window also comes every RETRY.
+                let first = if lost {
+                    match tokio::time::timeout(RETRY, rx.recv()).await {
+                        Ok(Some(signal)) => signal,
+                        Ok(None) => return,
+                        Err(_) => Signal::Changed,
+                    }
+                } else {
+                    match rx.recv().await {
+                        Some(signal) => signal,
+                        None => return,
+                    }
+                };
+                let mut signals = vec![first];
+                // The window restarts on every event.
+                loop {
+                    match tokio::time::timeout(debounce, rx.recv()).await {
+                        Ok(Some(signal)) => signals.push(signal),
+                        Ok(None) => return,
+                        Err(_) => break,
+                    }
+                }
+                if flag.load(Ordering::Acquire) {
+                    return;
+                }
+                for signal in &signals {
+                    if let Signal::Lost(why) = signal {
+                        tracing::error!(
+                            "the prompts watch broke ({why}); it is registered again on the next settled window"
+                        );
+                        lost = true;
+                    }
+                }
+                if lost || !dir.exists() {
+                    match platform.register() {
+                        Ok(()) => {
+                            if lost {
+                                tracing::info!("the prompts watch was registered again");
+                            }
+                            lost = false;
+                        }
+                        Err(e) => {
+                            tracing::error!(
+                                "live reload has stopped ({e}); restart the server once the path is back"
+                            );
+                            lost = true;
+                        }
+                    }
+                }
+                let boot = boot.clone();
+                let shared = Arc::clone(&shared);
+                let outcome = tokio::task::spawn_blocking(move || reload(&boot, &shared)).await;
+                if matches!(outcome, Ok(Reloaded::Closed)) {
+                    return;
+                }
+            }
+        });
+        Ok(Self { task, stopped })
+    }
+
+    /// Stops the watcher: nothing publishes after this.
+    pub fn stop(self) {
+        self.stopped.store(true, Ordering::Release);
+        self.task.abort();
+    }
+}
