@@ -18,7 +18,7 @@ use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
-use promptforge_tool_picker::{Config, ToolPicker};
+use promptforge_tool_picker::{Config, LazyPicker};
 use promptforge_webfetch::WebFetch;
 
 /// Run PromptForge prompts: Markdown files whose Lua steers and whose prose goes to a model.
@@ -150,8 +150,9 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
         .map_err(|error| Failure::prompt(format!("cannot start the async runtime: {error}")))?;
     runtime.block_on(async {
         let (client, models, tools) = resources(gateway).await?;
-        let picker = ToolPicker::build(tools.picker_catalog(), Config::default())
-            .map_err(|e| Failure::prompt(format!("cannot build the tool picker: {e}")))?;
+        // Built on first use: a prompt that binds no tool and no model never loads the
+        // embedding model or indexes the tools.
+        let picker = LazyPicker::new(tools.picker_catalog(), Config::default());
         let cancel = CancelHandle::new();
         let on_interrupt = cancel.clone();
         tokio::spawn(async move {
@@ -161,7 +162,7 @@ fn run(file: &std::path::Path, input: &str) -> Result<String, Failure> {
         });
         let store = StoreRef::memory();
         let config = RunConfig::new(execution).cancel(cancel).client(client);
-        let resolution = ResolutionContext::new(&picker, &models, &tools);
+        let resolution = ResolutionContext::lazy(&picker, &models, &tools);
         promptforge_core::run(&prompt, input, resolution, &store, config)
             .await
             .map_err(|error| Failure {

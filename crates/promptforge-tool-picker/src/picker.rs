@@ -216,14 +216,89 @@ impl<'s, 'a> IntoIterator for &'s NearDuplicates<'a> {
     }
 }
 
-/// The text a tool is embedded and matched by: its name in words, then its description.
+/// Most parameters of a tool's schema that its texts take in (the rest are ignored).
+pub(crate) const SCHEMA_PARAMETERS: usize = 32;
+
+/// Longest parameter text, in bytes, the lexical side reads from a tool's schema.
+pub(crate) const SCHEMA_TEXT_BYTES: usize = 4096;
+
+/// The top-level parameters of a tool's JSON Schema: name and property object, in the
+/// schema's order, at most [`SCHEMA_PARAMETERS`].
+fn parameters(tool: &ToolDescriptor) -> Vec<(&str, &serde_json::Value)> {
+    tool.input_schema()
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .take(SCHEMA_PARAMETERS)
+                .map(|(k, v)| (k.as_str(), v))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text a tool is embedded by: its name in words, its description, then its
+/// parameter names in words (`read file: Read a file from disk. Parameters: path.`).
 pub(crate) fn tool_text(tool: &ToolDescriptor) -> String {
-    let words = crate::lexical::words(tool.name());
-    if tool.description().trim().is_empty() {
-        words
-    } else {
-        format!("{words}: {}", tool.description().trim())
+    let mut text = crate::lexical::words(tool.name());
+    let description = tool.description().trim();
+    if !description.is_empty() {
+        text.push_str(": ");
+        text.push_str(description);
     }
+    let names: Vec<String> = parameters(tool)
+        .iter()
+        .map(|(name, _)| crate::lexical::words(name))
+        .filter(|w| !w.is_empty())
+        .collect();
+    if !names.is_empty() {
+        if !text.ends_with('.') {
+            text.push('.');
+        }
+        text.push_str(" Parameters: ");
+        text.push_str(&names.join(", "));
+        text.push('.');
+    }
+    text
+}
+
+/// The texts a tool is matched by lexically: the primary field (name in words and
+/// description) and the schema field (parameter names, their descriptions and string enum
+/// values), the latter cut at [`SCHEMA_TEXT_BYTES`].
+pub(crate) fn lexical_fields(tool: &ToolDescriptor) -> (String, String) {
+    let primary = format!(
+        "{} {}",
+        crate::lexical::words(tool.name()),
+        tool.description()
+    );
+    let mut schema = String::new();
+    for (name, property) in parameters(tool) {
+        schema.push_str(name);
+        schema.push(' ');
+        if let Some(d) = property
+            .get("description")
+            .and_then(serde_json::Value::as_str)
+        {
+            schema.push_str(d);
+            schema.push(' ');
+        }
+        if let Some(values) = property.get("enum").and_then(serde_json::Value::as_array) {
+            for v in values.iter().filter_map(serde_json::Value::as_str) {
+                schema.push_str(v);
+                schema.push(' ');
+            }
+        }
+        if schema.len() >= SCHEMA_TEXT_BYTES {
+            let mut cut = SCHEMA_TEXT_BYTES;
+            while !schema.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            schema.truncate(cut);
+            break;
+        }
+    }
+    (primary, schema)
 }
 
 /// A deterministic dot product: eight fixed lanes, summed in a fixed order.
@@ -259,16 +334,14 @@ impl ToolPicker {
         config: Config,
     ) -> Result<Self, IndexError> {
         let mut embeddings = Vec::with_capacity(catalog.len() * EMBEDDING_DIM);
-        let mut texts = Vec::with_capacity(catalog.len());
         for (position, tool) in catalog.iter().enumerate() {
-            let text = tool_text(tool);
             let vector = model
-                .embed(&text)
+                .embed_cached(&tool_text(tool))
                 .map_err(|e| IndexError::new(tool.id().clone(), position, e))?;
             embeddings.extend_from_slice(&vector);
-            texts.push(text);
         }
-        let lexical = LexicalIndex::new(texts.iter().map(String::as_str));
+        let fields: Vec<(String, String)> = catalog.iter().map(lexical_fields).collect();
+        let lexical = LexicalIndex::new(fields.iter().map(|(p, s)| (p.as_str(), s.as_str())));
         Ok(Self {
             model: model.clone(),
             config,
@@ -491,6 +564,52 @@ mod tests {
         let text = format!("{picker:?}");
         assert!(text.starts_with("ToolPicker { tools: 0"), "{text}");
         assert!(!text.contains("0.5,"), "{text}");
+    }
+
+    fn tool(name: &str, description: &str) -> ToolDescriptor {
+        ToolDescriptor::new(
+            ToolId::new("s", name),
+            description,
+            serde_json::json!({"properties": {"path": {"type": "string", "description": "where", "enum": ["a", "b"]}}}),
+        )
+    }
+
+    #[test]
+    fn rebuilding_a_filtered_catalog_embeds_no_text_again() {
+        let model = Model::load().unwrap();
+        let catalog = Catalog::new(vec![
+            tool("read_file", "Read a file from disk"),
+            tool("fetch_url", "Fetch a web page over HTTP"),
+        ]);
+        let full = ToolPicker::build_with_model(&model, catalog, Config::default()).unwrap();
+        assert_eq!(model.cached_embeddings(), 2);
+        let filtered = full
+            .rebuild(Catalog::new(vec![tool(
+                "fetch_url",
+                "Fetch a web page over HTTP",
+            )]))
+            .unwrap();
+        assert_eq!(model.cached_embeddings(), 2, "nothing new was embedded");
+        // Cached and freshly computed vectors are the same bits.
+        let fresh = model
+            .embed(&tool_text(filtered.iter().next().unwrap()))
+            .unwrap();
+        assert_eq!(filtered.embedding(0), fresh.as_slice());
+        assert_eq!(filtered.embedding(0), full.embedding(1));
+    }
+
+    #[test]
+    fn tool_texts_are_schema_aware() {
+        let t = tool("readFile", "Read a file from disk");
+        assert_eq!(
+            tool_text(&t),
+            "read file: Read a file from disk. Parameters: path."
+        );
+        let (primary, schema) = lexical_fields(&t);
+        assert_eq!(primary, "read file Read a file from disk");
+        assert_eq!(schema, "path where a b ");
+        let bare = ToolDescriptor::new(ToolId::new("s", "x"), "", serde_json::json!({}));
+        assert_eq!(tool_text(&bare), "x");
     }
 
     #[test]

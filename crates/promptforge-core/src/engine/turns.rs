@@ -327,7 +327,10 @@ fn check_near_duplicates(unit: &Unit, offered: &[Offered]) -> Result<(), RunErro
             Offered::Local { .. } => None,
         })
         .collect();
-    let (Some(picker), true) = (&unit.run.picker, ids.len() > 1) else {
+    if ids.len() < 2 {
+        return Ok(());
+    }
+    let Some(picker) = unit.run.picker()? else {
         return Ok(());
     };
     let Ok(pairs) = picker.near_duplicates(&ids) else {
