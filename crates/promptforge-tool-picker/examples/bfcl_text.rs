@@ -1,4 +1,7 @@
-//! Experiment: dense recall@1/@5 on the BFCL pools for several tool-text variants.
+//! Experiment: dense recall@1/@5 on the BFCL pools for several tool-text variants
+//! (0: name in words + description; 1: + parameter names as a list; 2: + parameter names;
+//! 3: + parameter names and descriptions), each with the raw question and with the
+//! question's number-bearing words removed. Not part of the test run.
 //!
 //! ```text
 //! cargo run -p promptforge-tool-picker --example bfcl_text -- "$DATA"
@@ -62,17 +65,14 @@ fn variant(f: &Value, v: usize) -> String {
             s.push_str(" Parameters:");
             for (k, p) in props {
                 s.push_str(&format!(" {}", words(k)));
-                if v == 3 {
-                    if let Some(d) = p["description"].as_str() {
-                        s.push_str(&format!(" ({})", d.trim().trim_end_matches('.')));
-                    }
+                if v == 3
+                    && let Some(d) = p["description"].as_str()
+                {
+                    s.push_str(&format!(" ({})", d.trim().trim_end_matches('.')));
                 }
                 s.push(',');
             }
         }
-    }
-    if v == 4 {
-        return format!("{name}: {desc}");
     }
     s
 }
