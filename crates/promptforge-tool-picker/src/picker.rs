@@ -247,20 +247,36 @@ pub(crate) fn tool_text(tool: &ToolDescriptor) -> String {
         text.push_str(": ");
         text.push_str(description);
     }
+    push_parameters(&mut text, tool);
+    text
+}
+
+/// The text two tools are compared by for near-duplicates: what they do, not what they are
+/// called: the description, then the parameter names in words
+/// (`Read a file from disk. Parameters: path.`).
+pub(crate) fn duplicate_text(tool: &ToolDescriptor) -> String {
+    let mut text = tool.description().trim().to_owned();
+    push_parameters(&mut text, tool);
+    text
+}
+
+fn push_parameters(text: &mut String, tool: &ToolDescriptor) {
     let names: Vec<String> = parameters(tool)
         .iter()
         .map(|(name, _)| crate::lexical::words(name))
         .filter(|w| !w.is_empty())
         .collect();
     if !names.is_empty() {
-        if !text.ends_with('.') {
+        if !text.is_empty() && !text.ends_with('.') {
             text.push('.');
         }
-        text.push_str(" Parameters: ");
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str("Parameters: ");
         text.push_str(&names.join(", "));
         text.push('.');
     }
-    text
 }
 
 /// The texts a tool is matched by lexically: the primary field (name in words and
@@ -539,6 +555,45 @@ impl ToolPicker {
     }
 }
 
+impl ToolPicker {
+    /// Near-duplicate pairs among any tools, in or out of the catalog (for instance the
+    /// catalog tools and local tools one prompt section offers), in the slice's pair order.
+    ///
+    /// Each tool is embedded by what it does, not what it is called: its description and
+    /// parameter names (`Read a file from disk. Parameters: path.`), through the model's
+    /// per-text cache, so a tool compared before costs no forward pass. A pair is reported when the cosine of the two
+    /// embeddings reaches the duplicate threshold, whatever the servers. Fails closed: if
+    /// any tool cannot be embedded, the error names it and no pair is reported.
+    pub fn near_duplicates_among<'t>(
+        &self,
+        tools: &'t [ToolDescriptor],
+    ) -> Result<NearDuplicates<'t>, IndexError> {
+        let vectors = tools
+            .iter()
+            .enumerate()
+            .map(|(position, tool)| {
+                self.model
+                    .embed_cached(&duplicate_text(tool))
+                    .map_err(|e| IndexError::new(tool.id().clone(), position, e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut pairs = Vec::new();
+        for a in 0..tools.len() {
+            for b in a + 1..tools.len() {
+                let similarity = dot(&vectors[a], &vectors[b]);
+                if similarity >= self.config.duplicate_threshold() {
+                    pairs.push(NearDuplicate {
+                        first: &tools[a],
+                        second: &tools[b],
+                        similarity,
+                    });
+                }
+            }
+        }
+        Ok(NearDuplicates { pairs })
+    }
+}
+
 impl<'a> IntoIterator for &'a ToolPicker {
     type Item = &'a ToolDescriptor;
     type IntoIter = std::slice::Iter<'a, ToolDescriptor>;
@@ -599,6 +654,38 @@ mod tests {
     }
 
     #[test]
+    fn near_duplicates_among_compares_tools_outside_the_catalog() {
+        let model = Model::load().unwrap();
+        let catalog = Catalog::new(vec![tool("read_file", "Read a file from disk")]);
+        let picker = ToolPicker::build_with_model(&model, catalog, Config::default()).unwrap();
+        let offered = vec![
+            tool("read_file", "Read a file from disk"),
+            ToolDescriptor::new(
+                ToolId::new("local", "read_file"),
+                "Read one file from disk",
+                serde_json::json!({"properties": {"path": {"type": "string"}}}),
+            ),
+            ToolDescriptor::new(
+                ToolId::new("local", "weather"),
+                "Current weather for a city",
+                serde_json::json!({}),
+            ),
+        ];
+        let pairs = picker.near_duplicates_among(&offered).unwrap();
+        assert_eq!(pairs.len(), 1, "{pairs:?}");
+        let pair = pairs.get(0).unwrap();
+        assert_eq!(pair.first().name(), "read_file");
+        assert_eq!(pair.second().server(), "local");
+        assert!(pair.similarity() >= picker.config().duplicate_threshold());
+        assert!(
+            picker
+                .near_duplicates_among(&offered[2..])
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn tool_texts_are_schema_aware() {
         let t = tool("readFile", "Read a file from disk");
         assert_eq!(
@@ -608,8 +695,13 @@ mod tests {
         let (primary, schema) = lexical_fields(&t);
         assert_eq!(primary, "read file Read a file from disk");
         assert_eq!(schema, "path where a b ");
+        assert_eq!(
+            duplicate_text(&t),
+            "Read a file from disk. Parameters: path."
+        );
         let bare = ToolDescriptor::new(ToolId::new("s", "x"), "", serde_json::json!({}));
         assert_eq!(tool_text(&bare), "x");
+        assert_eq!(duplicate_text(&tool("y", "")), "Parameters: path.");
     }
 
     #[test]
