@@ -12,8 +12,6 @@ use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-use source::SourceError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +21,10 @@ use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
+use promptforge_tool_picker::{Config, LazyPicker};
+use promptforge_webfetch::WebFetch;
+
+use source::SourceError;
 
 /// After the first Ctrl-C cancels the run, the process ends with 130 at the latest after
 /// this long (or at a second Ctrl-C), whatever the run is doing.
@@ -30,8 +32,6 @@ const INTERRUPT_GRACE: Duration = Duration::from_millis(500);
 
 /// The longest error message printed, in bytes; longer ones are cut with a note.
 const MAX_ERROR_BYTES: usize = 8 * 1024;
-use promptforge_tool_picker::{Config, ToolPicker};
-use promptforge_webfetch::WebFetch;
 
 /// Run PromptForge prompts: Markdown files whose Lua steers and whose prose goes to a model.
 #[derive(Parser)]
@@ -261,11 +261,12 @@ fn run(file: &std::path::Path, input: &str, cancel: CancelHandle) -> Result<Stri
         .map_err(|error| Failure::prompt(format!("cannot start the async runtime: {error}")))?;
     runtime.block_on(async {
         let (client, models, tools) = resources(gateway).await?;
-        let picker = ToolPicker::build(tools.picker_catalog(), Config::default())
-            .map_err(|e| Failure::prompt(format!("cannot build the tool picker: {e}")))?;
+        // Built on first use: a prompt that binds no tool and no model never loads the
+        // embedding model or indexes the tools.
+        let picker = LazyPicker::new(tools.picker_catalog(), Config::default());
         let store = StoreRef::memory();
         let config = RunConfig::new(execution).cancel(cancel).client(client);
-        let resolution = ResolutionContext::new(&picker, &models, &tools);
+        let resolution = ResolutionContext::lazy(&picker, &models, &tools);
         promptforge_core::run(&prompt, input, resolution, &store, config)
             .await
             .map_err(|error| Failure {

@@ -366,6 +366,37 @@ async fn near_duplicate_tools_are_rejected_before_any_model_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn near_duplicate_local_tools_are_rejected_before_any_model_call() {
+    // Two local tools whose descriptions differ by one word.
+    let out = exec("near_dup_local.md", "local", vec![text("never")]).await;
+    expect_error(
+        &out.result,
+        RunErrorKind::Binding,
+        "near-duplicates (similarity 0.",
+    );
+    let message = out.result.unwrap_err().to_string();
+    assert!(
+        message.contains("local tool `grab`") && message.contains("local tool `fetch`"),
+        "{message}"
+    );
+    assert!(out.upstream.requests().is_empty());
+
+    // A local tool that restates a bound catalog tool.
+    let out = exec("near_dup_local.md", "catalog", vec![text("never")]).await;
+    expect_error(
+        &out.result,
+        RunErrorKind::Binding,
+        "near-duplicates (similarity ",
+    );
+    let message = out.result.unwrap_err().to_string();
+    assert!(
+        message.contains("web_search") && message.contains("local tool `lookup`"),
+        "{message}"
+    );
+    assert!(out.upstream.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_tools_run_in_the_section_vm_from_the_next_prose_block() {
     let replies = vec![
         text("first"),

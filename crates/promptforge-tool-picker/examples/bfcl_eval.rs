@@ -140,7 +140,7 @@ fn scores(picker: &ToolPicker, need: &str) -> Result<Vec<f32>, Error> {
     Ok(out)
 }
 
-fn pool(model: &Model, dir: &Path, file: &'static str) -> Result<Pool, Error> {
+fn pool(model: &Model, dir: &Path, file: &'static str, sweep: bool) -> Result<Pool, Error> {
     let data = entries(&dir.join(file))?;
     let truth = answers(&dir.join("possible_answer").join(file))?;
     let mut seen = std::collections::HashSet::new();
@@ -163,9 +163,17 @@ fn pool(model: &Model, dir: &Path, file: &'static str) -> Result<Pool, Error> {
     let mut questions = Vec::new();
     for (id, entry) in data {
         let truth = truth.get(&id).ok_or(format!("no answer for {id}"))?.clone();
+        let (d, l) = if sweep {
+            (
+                scores(&dense, &entry.question)?,
+                scores(&lexical, &entry.question)?,
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
         questions.push(Scored {
-            dense: scores(&dense, &entry.question)?,
-            lexical: scores(&lexical, &entry.question)?,
+            dense: d,
+            lexical: l,
             question: entry.question,
             truth,
         });
@@ -185,16 +193,24 @@ struct Irrelevant {
     lexical: Vec<f32>,
 }
 
-fn irrelevance(model: &Model, dir: &Path) -> Result<Vec<Irrelevant>, Error> {
+fn irrelevance(model: &Model, dir: &Path, sweep: bool) -> Result<Vec<Irrelevant>, Error> {
     let file = "BFCL_v4_live_irrelevance.json";
     let started = Instant::now();
     let mut out = Vec::new();
     for (_, entry) in entries(&dir.join(file))? {
         let picker =
             ToolPicker::build_with_model(model, entry.functions.into(), Config::default())?;
+        let (dense, lexical) = if sweep {
+            (
+                scores(&picker.with_config(dense_only()?), &entry.question)?,
+                scores(&picker.with_config(lexical_only()?), &entry.question)?,
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
         out.push(Irrelevant {
-            dense: scores(&picker.with_config(dense_only()?), &entry.question)?,
-            lexical: scores(&picker.with_config(lexical_only()?), &entry.question)?,
+            dense,
+            lexical,
             question: entry.question,
             picker,
         });
@@ -305,6 +321,7 @@ impl Tally {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Params {
     w: f32,
     floor: f32,
@@ -478,6 +495,51 @@ fn sweep(pools: &[Pool], irrelevant: &[Irrelevant]) {
             }
         }
     }
+    // The goals as constraints on the calibration half: wrong binds at most 3% of relevant
+    // questions on every pool and abstention at least 0.90 on irrelevant ones; among the
+    // settings that meet them, the most right binds (averaged over the pools).
+    let mut constrained: Vec<(f64, usize, Params)> = Vec::new();
+    for (score, wi, p) in &best {
+        let (_, tallies, abstains, _) = evaluate(*wi, p, &even);
+        if abstains >= 0.90 && tallies.iter().all(|t| t.wrong_bind() <= 0.03) {
+            #[allow(clippy::cast_precision_loss)]
+            let right =
+                tallies.iter().map(|t| t.rate(t.bind_right)).sum::<f64>() / tallies.len() as f64;
+            constrained.push((right + score * 1e-6, *wi, Params { ..*p }));
+        }
+    }
+    constrained.sort_by(|a, b| b.0.total_cmp(&a.0));
+    println!(
+        "\n## Most right binds with wrong binds <= 0.03 per pool and abstention >= 0.90 (even half), checked on the odd half\n"
+    );
+    println!(
+        "| right binds (even) | w | floor | solo | margin | half | multiple: right bind / offered / wrong bind | live_simple: right bind / offered / wrong bind | irrelevance: abstains / binds |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (score, wi, p) in constrained.iter().take(6) {
+        for (label, keep) in [("even", &even as &dyn Fn(usize) -> bool), ("odd", &odd)] {
+            let (_, tallies, abstains, binds) = evaluate(*wi, p, keep);
+            let cells: Vec<String> = tallies
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{:.3} / {:.3} / {:.3}",
+                        t.rate(t.bind_right),
+                        t.useful(),
+                        t.wrong_bind()
+                    )
+                })
+                .collect();
+            println!(
+                "| {score:.4} | {:.1} | {:.3} | {:.3} | {:.3} | {label} | {} | {abstains:.3} / {binds:.3} |",
+                p.w,
+                p.floor,
+                p.solo,
+                p.margin,
+                cells.join(" | "),
+            );
+        }
+    }
     best.sort_by(|a, b| b.0.total_cmp(&a.0));
     println!(
         "\n## Best settings on the calibration half (even questions), checked on the odd half\n"
@@ -608,7 +670,47 @@ fn detail(pools: &[Pool], irrelevant: &[Irrelevant]) {
     }
 }
 
-/// The reported figures: the library's own `rank` and `resolve` under `Config::default()`.
+/// One question's result under the library's own `rank` and `resolve`.
+#[derive(Clone, Copy)]
+struct Result1 {
+    top1: bool,
+    top5: bool,
+    kind: Kind,
+    right: bool,
+}
+
+fn tally(results: &[Result1], keep: impl Fn(usize) -> bool) -> Tally {
+    let mut t = Tally::default();
+    for r in results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, r)| r)
+    {
+        t.questions += 1;
+        t.top1 += usize::from(r.top1);
+        t.top5 += usize::from(r.top5);
+        match r.kind {
+            Kind::Bind => {
+                t.bind += 1;
+                t.bind_right += usize::from(r.right);
+            }
+            Kind::Duplicate => {
+                t.duplicate += 1;
+                t.group_right += usize::from(r.right);
+            }
+            Kind::Ambiguous => {
+                t.ambiguous += 1;
+                t.group_right += usize::from(r.right);
+            }
+            Kind::Absent => t.absent += 1,
+        }
+    }
+    t
+}
+
+/// The reported figures: the library's own `rank` and `resolve` under `Config::default()`,
+/// on every question and on the held-out (odd-numbered) half.
 fn report(pools: &[Pool], irrelevant: &[Irrelevant]) -> Result<(), Error> {
     let c = Config::default();
     println!(
@@ -621,74 +723,83 @@ fn report(pools: &[Pool], irrelevant: &[Irrelevant]) -> Result<(), Error> {
         c.lexical_weight()
     );
     println!(
-        "| data | questions | pool | recall@1 | recall@5 | Bind (right) | Duplicate | Ambiguous | Absent | right function offered |"
+        "| data | half | questions | pool | recall@1 | recall@5 | Bind-correct | Bind-wrong | Duplicate | Ambiguous | Absent | right function offered |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for pool in pools {
-        let mut t = Tally::default();
         let started = Instant::now();
+        let mut results = Vec::new();
         for q in &pool.questions {
-            t.questions += 1;
             let top = pool.picker.rank(&q.question, 5)?;
-            t.top1 += usize::from(top.first().is_some_and(|s| s.tool().name() == q.truth));
-            t.top5 += usize::from(top.iter().any(|s| s.tool().name() == q.truth));
-            match pool.picker.resolve(&q.question)? {
-                Outcome::Bind(tool) => {
-                    t.bind += 1;
-                    t.bind_right += usize::from(tool.name() == q.truth);
-                }
-                Outcome::Duplicate(g) => {
-                    t.duplicate += 1;
-                    t.group_right += usize::from(g.iter().any(|x| x.name() == q.truth));
-                }
-                Outcome::Ambiguous(g) => {
-                    t.ambiguous += 1;
-                    t.group_right += usize::from(g.iter().any(|x| x.name() == q.truth));
-                }
-                _ => t.absent += 1,
-            }
+            let (kind, right) = match pool.picker.resolve(&q.question)? {
+                Outcome::Bind(tool) => (Kind::Bind, tool.name() == q.truth),
+                Outcome::Duplicate(g) => (Kind::Duplicate, g.iter().any(|x| x.name() == q.truth)),
+                Outcome::Ambiguous(g) => (Kind::Ambiguous, g.iter().any(|x| x.name() == q.truth)),
+                _ => (Kind::Absent, false),
+            };
+            results.push(Result1 {
+                top1: top.first().is_some_and(|s| s.tool().name() == q.truth),
+                top5: top.iter().any(|s| s.tool().name() == q.truth),
+                kind,
+                right,
+            });
         }
+        #[allow(clippy::cast_precision_loss)]
+        let per = started.elapsed().as_secs_f64() * 1000.0 / results.len().max(1) as f64;
         eprintln!(
-            "{}: resolved in {:.1} ms per question (rank + resolve)",
-            pool.name,
-            started.elapsed().as_secs_f64() * 1000.0 / t.questions.max(1) as f64
+            "{}: resolved in {per:.1} ms per question (rank + resolve)",
+            pool.name
         );
-        println!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} ({:.3}) | {:.3} | {:.3} | {:.3} | {:.3} |",
-            pool.name,
-            t.questions,
-            pool.picker.len(),
-            t.rate(t.top1),
-            t.rate(t.top5),
-            t.rate(t.bind),
-            t.rate(t.bind_right),
-            t.rate(t.duplicate),
-            t.rate(t.ambiguous),
-            t.rate(t.absent),
-            t.useful()
-        );
+        for (half, keep) in [
+            ("all", &(|_: usize| true) as &dyn Fn(usize) -> bool),
+            ("held-out (odd)", &|i: usize| i % 2 == 1),
+        ] {
+            let t = tally(&results, keep);
+            println!(
+                "| {} | {half} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                pool.name,
+                t.questions,
+                pool.picker.len(),
+                t.rate(t.top1),
+                t.rate(t.top5),
+                t.rate(t.bind_right),
+                t.wrong_bind(),
+                t.rate(t.duplicate),
+                t.rate(t.ambiguous),
+                t.rate(t.absent),
+                t.useful()
+            );
+        }
     }
-    let mut split: HashMap<&str, usize> = HashMap::new();
+    let mut results = Vec::new();
     for q in irrelevant {
         let kind = match q.picker.resolve(&q.question)? {
-            Outcome::Bind(_) => "Bind",
-            Outcome::Duplicate(_) => "Duplicate",
-            Outcome::Ambiguous(_) => "Ambiguous",
-            _ => "Absent",
+            Outcome::Bind(_) => Kind::Bind,
+            Outcome::Duplicate(_) => Kind::Duplicate,
+            Outcome::Ambiguous(_) => Kind::Ambiguous,
+            _ => Kind::Absent,
         };
-        *split.entry(kind).or_insert(0) += 1;
+        results.push(Result1 {
+            top1: false,
+            top5: false,
+            kind,
+            right: false,
+        });
     }
-    #[allow(clippy::cast_precision_loss)]
-    let share =
-        |k: &str| split.get(k).copied().unwrap_or(0) as f64 / irrelevant.len().max(1) as f64;
-    println!(
-        "| BFCL_v4_live_irrelevance.json | {} | own functions | - | - | {:.3} | {:.3} | {:.3} | {:.3} (abstention) | - |",
-        irrelevant.len(),
-        share("Bind"),
-        share("Duplicate"),
-        share("Ambiguous"),
-        share("Absent")
-    );
+    for (half, keep) in [
+        ("all", &(|_: usize| true) as &dyn Fn(usize) -> bool),
+        ("held-out (odd)", &|i: usize| i % 2 == 1),
+    ] {
+        let t = tally(&results, keep);
+        println!(
+            "| BFCL_v4_live_irrelevance.json | {half} | {} | own functions | - | - | - | {:.3} (any bind) | {:.3} | {:.3} | **{:.3}** (abstention) | - |",
+            t.questions,
+            t.rate(t.bind),
+            t.rate(t.duplicate),
+            t.rate(t.ambiguous),
+            t.rate(t.absent)
+        );
+    }
     Ok(())
 }
 
@@ -701,10 +812,10 @@ fn run() -> Result<(), Error> {
     let dir = Path::new(&dir);
     let model = Model::load()?;
     let pools = vec![
-        pool(&model, dir, "BFCL_v4_multiple.json")?,
-        pool(&model, dir, "BFCL_v4_live_simple.json")?,
+        pool(&model, dir, "BFCL_v4_multiple.json", do_sweep)?,
+        pool(&model, dir, "BFCL_v4_live_simple.json", do_sweep)?,
     ];
-    let irrelevant = irrelevance(&model, dir)?;
+    let irrelevant = irrelevance(&model, dir, do_sweep)?;
     if do_sweep {
         sweep(&pools, &irrelevant);
         detail(&pools, &irrelevant);

@@ -26,17 +26,17 @@ pub struct Config {
 }
 
 /// The default [`Config::similarity_floor`].
-pub const DEFAULT_SIMILARITY_FLOOR: f32 = 0.40;
+pub const DEFAULT_SIMILARITY_FLOOR: f32 = 0.425;
 /// The default [`Config::solo_floor`].
-pub const DEFAULT_SOLO_FLOOR: f32 = 0.375;
+pub const DEFAULT_SOLO_FLOOR: f32 = 0.425;
 /// The default [`Config::duplicate_threshold`].
 pub const DEFAULT_DUPLICATE_THRESHOLD: f32 = 0.95;
 /// The default [`Config::margin`].
-pub const DEFAULT_MARGIN: f32 = 0.03;
+pub const DEFAULT_MARGIN: f32 = 0.05;
 /// The default [`Config::top_k`].
 pub const DEFAULT_TOP_K: usize = 5;
 /// The default [`Config::lexical_weight`].
-pub const DEFAULT_LEXICAL_WEIGHT: f32 = 0.4;
+pub const DEFAULT_LEXICAL_WEIGHT: f32 = 0.3;
 
 impl Default for Config {
     fn default() -> Self {
@@ -257,10 +257,9 @@ mod tests {
         assert_eq!(c.margin(), DEFAULT_MARGIN);
         assert_eq!(c.top_k().get(), DEFAULT_TOP_K);
         assert_eq!(c.lexical_weight(), DEFAULT_LEXICAL_WEIGHT);
-        assert!(
-            c.solo_floor() < c.similarity_floor(),
-            "the solo rule is live"
-        );
+        // Calibrated off by default (solo floor = similarity floor): on BFCL every lower
+        // solo floor raised held-out wrong binds (see the README).
+        assert!(c.solo_floor() <= c.similarity_floor());
         assert!(c.similarity_floor() < c.duplicate_threshold());
     }
 

@@ -1,7 +1,10 @@
 //! The lexical half of the hybrid score: IDF-weighted coverage of the need's terms.
 //!
 //! For a need with distinct terms `Q` and a tool whose text has terms `D`, the score is
-//! `sum(idf(t) for t in Q and D) / sum(idf(t) for t in Q)`, in `0.0..=1.0`. IDF comes from
+//! `sum(idf(t) * field(t) for t in Q and D) / sum(idf(t) for t in Q)`, in `0.0..=1.0`,
+//! where `field(t)` is 1 for a term of the tool's name or description and
+//! [`SCHEMA_FIELD_WEIGHT`] for a term only its parameters (names, descriptions, enum
+//! values) carry. IDF comes from
 //! the catalog (BM25's smoothed form), so a term every tool shares counts for little, and a
 //! need term no tool mentions still weighs in the denominator: a need about something the
 //! catalog never names scores low everywhere, which helps abstention.
@@ -81,22 +84,34 @@ fn fold(word: &str) -> String {
     word.to_owned()
 }
 
-/// Term sets of every tool, and their document frequencies.
+/// How much a need term found only in a tool's parameters counts, against 1 for a term of
+/// its name or description.
+pub(crate) const SCHEMA_FIELD_WEIGHT: f32 = 0.5;
+
+/// Term weights of every tool (by field), and their document frequencies.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LexicalIndex {
-    documents: Vec<HashSet<String>>,
+    documents: Vec<HashMap<String, f32>>,
     frequency: HashMap<String, u32>,
 }
 
 impl LexicalIndex {
-    pub(crate) fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
-        let documents: Vec<HashSet<String>> = texts
+    /// An index over `(primary, schema)` texts, one pair per tool.
+    pub(crate) fn new<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let documents: Vec<HashMap<String, f32>> = texts
             .into_iter()
-            .map(|t| terms(t).into_iter().collect())
+            .map(|(primary, schema)| {
+                let mut doc: HashMap<String, f32> = terms(schema)
+                    .into_iter()
+                    .map(|t| (t, SCHEMA_FIELD_WEIGHT))
+                    .collect();
+                doc.extend(terms(primary).into_iter().map(|t| (t, 1.0)));
+                doc
+            })
             .collect();
         let mut frequency: HashMap<String, u32> = HashMap::new();
         for doc in &documents {
-            for term in doc {
+            for term in doc.keys() {
                 *frequency.entry(term.clone()).or_insert(0) += 1;
             }
         }
@@ -135,8 +150,7 @@ impl LexicalIndex {
                 }
                 let hit: f32 = query
                     .iter()
-                    .filter(|(t, _)| doc.contains(t))
-                    .map(|(_, w)| w)
+                    .filter_map(|(t, w)| doc.get(t).map(|field| w * field))
                     .sum();
                 (hit / total).clamp(0.0, 1.0)
             })
@@ -178,9 +192,9 @@ mod tests {
     #[test]
     fn coverage_is_idf_weighted_and_bounded() {
         let index = LexicalIndex::new([
-            "read file: read a file from disk",
-            "write file: write a file to disk",
-            "fetch url: fetch a web page",
+            ("read file: read a file from disk", ""),
+            ("write file: write a file to disk", ""),
+            ("fetch url: fetch a web page", ""),
         ]);
         let s = index.scores("read a file");
         assert!(s[0] > s[1], "{s:?}");
@@ -193,5 +207,22 @@ mod tests {
         assert_eq!(index.scores("the of a"), [0.0, 0.0, 0.0]);
         // A term the catalog never mentions lowers every tool's coverage.
         assert!(index.scores("fetch url zebra")[2] < 1.0);
+    }
+
+    #[test]
+    fn schema_terms_count_at_the_schema_weight() {
+        let index = LexicalIndex::new([
+            (
+                "uber ride: find a ride",
+                "type the kind of ride comfort black",
+            ),
+            ("taxi: book a taxi", ""),
+        ]);
+        // "comfort" is only in the first tool's schema: it counts at the schema weight.
+        let s = index.scores("comfort");
+        assert_eq!(s[0], SCHEMA_FIELD_WEIGHT);
+        assert_eq!(s[1], 0.0);
+        // A term in both fields counts fully.
+        assert_eq!(index.scores("ride")[0], 1.0);
     }
 }

@@ -59,6 +59,7 @@ mod catalog;
 mod config;
 mod decision;
 mod error;
+mod lazy;
 mod lexical;
 mod model;
 mod picker;
@@ -72,8 +73,10 @@ pub use error::{
     BuildError, IndexError, ModelLoadError, ModelLoadErrorKind, QueryError, QueryErrorKind,
     SelectionError,
 };
+pub use lazy::LazyPicker;
 pub use model::{
-    EMBEDDING_DIM, MAX_TOKENS, MODEL_REPOSITORY, MODEL_REVISION, MODEL_SHA256, Model, Provenance,
+    EMBEDDING_CACHE_ENTRIES, EMBEDDING_CACHE_TEXT_BYTES, EMBEDDING_DIM, MAX_TOKENS,
+    MODEL_REPOSITORY, MODEL_REVISION, MODEL_SHA256, Model, Provenance,
 };
 pub use picker::{
     CandidateGroup, NearDuplicate, NearDuplicates, Outcome, Scored, Shortlist, ToolPicker,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -90,7 +90,17 @@ struct Inner {
     bert: Bert,
     tokenizer: Tokenizer,
     provenance: Provenance,
+    /// Embeddings already computed by this model, by text (see [`Model::embed`]).
+    cache: Mutex<HashMap<String, Arc<[f32]>>>,
 }
+
+/// Most texts whose embeddings a model keeps (about 1.5 KB each: 12 MB at most, plus the
+/// texts). Once full, new texts are embedded every time and not kept.
+pub const EMBEDDING_CACHE_ENTRIES: usize = 8192;
+
+/// Longest text, in bytes, whose embedding is kept; longer ones are embedded every time.
+/// (The model reads at most [`MAX_TOKENS`] tokens anyway.)
+pub const EMBEDDING_CACHE_TEXT_BYTES: usize = 4096;
 
 /// The loaded embedding model.
 ///
@@ -152,6 +162,7 @@ impl Model {
                 bert,
                 tokenizer,
                 provenance,
+                cache: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -164,8 +175,49 @@ impl Model {
     /// Embeds one text: mean pooling over the attention mask, then L2 normalisation.
     ///
     /// The result has [`EMBEDDING_DIM`] components and unit length. The same text always
-    /// yields the same bits on the same build and machine.
+    /// yields the same bits on the same build and machine. This always runs the forward
+    /// pass; the texts a picker indexes go through the model's cache instead (see
+    /// [`Model::cached_embeddings`]).
     pub fn embed(&self, text: &str) -> Result<Vec<f32>, QueryError> {
+        self.embed_uncached(text)
+    }
+
+    /// Embeds a text a picker indexes (a tool's or a model's description), through the
+    /// per-text cache kept for the life of the model (shared by its clones and every
+    /// picker built from it): a text seen before is not embedded again, so re-indexing a
+    /// filtered catalog re-embeds nothing it has seen. The cache holds at most
+    /// [`EMBEDDING_CACHE_ENTRIES`] texts of at most [`EMBEDDING_CACHE_TEXT_BYTES`] bytes;
+    /// the forward pass never runs under its lock. Cached and fresh vectors are the same
+    /// bits.
+    pub(crate) fn embed_cached(&self, text: &str) -> Result<Arc<[f32]>, QueryError> {
+        let cacheable = text.len() <= EMBEDDING_CACHE_TEXT_BYTES;
+        if cacheable && let Some(hit) = self.cache().get(text) {
+            return Ok(Arc::clone(hit));
+        }
+        let vector: Arc<[f32]> = Arc::from(self.embed_uncached(text)?);
+        if cacheable {
+            let mut cache = self.cache();
+            if cache.len() < EMBEDDING_CACHE_ENTRIES {
+                cache.insert(text.to_owned(), Arc::clone(&vector));
+            }
+        }
+        Ok(vector)
+    }
+
+    /// How many indexed texts' embeddings this model holds in its cache (see
+    /// [`EMBEDDING_CACHE_ENTRIES`]).
+    pub fn cached_embeddings(&self) -> usize {
+        self.cache().len()
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<[f32]>>> {
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn embed_uncached(&self, text: &str) -> Result<Vec<f32>, QueryError> {
         let encoding = self
             .inner
             .tokenizer

@@ -216,14 +216,105 @@ impl<'s, 'a> IntoIterator for &'s NearDuplicates<'a> {
     }
 }
 
-/// The text a tool is embedded and matched by: its name in words, then its description.
+/// Most parameters of a tool's schema that its texts take in (the rest are ignored).
+pub(crate) const SCHEMA_PARAMETERS: usize = 32;
+
+/// Longest parameter text, in bytes, the lexical side reads from a tool's schema.
+pub(crate) const SCHEMA_TEXT_BYTES: usize = 4096;
+
+/// The top-level parameters of a tool's JSON Schema: name and property object, in the
+/// schema's order, at most [`SCHEMA_PARAMETERS`].
+fn parameters(tool: &ToolDescriptor) -> Vec<(&str, &serde_json::Value)> {
+    tool.input_schema()
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .take(SCHEMA_PARAMETERS)
+                .map(|(k, v)| (k.as_str(), v))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text a tool is embedded by: its name in words, its description, then its
+/// parameter names in words (`read file: Read a file from disk. Parameters: path.`).
 pub(crate) fn tool_text(tool: &ToolDescriptor) -> String {
-    let words = crate::lexical::words(tool.name());
-    if tool.description().trim().is_empty() {
-        words
-    } else {
-        format!("{words}: {}", tool.description().trim())
+    let mut text = crate::lexical::words(tool.name());
+    let description = tool.description().trim();
+    if !description.is_empty() {
+        text.push_str(": ");
+        text.push_str(description);
     }
+    push_parameters(&mut text, tool);
+    text
+}
+
+/// The text two tools are compared by for near-duplicates: what they do, not what they are
+/// called: the description, then the parameter names in words
+/// (`Read a file from disk. Parameters: path.`).
+pub(crate) fn duplicate_text(tool: &ToolDescriptor) -> String {
+    let mut text = tool.description().trim().to_owned();
+    push_parameters(&mut text, tool);
+    text
+}
+
+fn push_parameters(text: &mut String, tool: &ToolDescriptor) {
+    let names: Vec<String> = parameters(tool)
+        .iter()
+        .map(|(name, _)| crate::lexical::words(name))
+        .filter(|w| !w.is_empty())
+        .collect();
+    if !names.is_empty() {
+        if !text.is_empty() && !text.ends_with('.') {
+            text.push('.');
+        }
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str("Parameters: ");
+        text.push_str(&names.join(", "));
+        text.push('.');
+    }
+}
+
+/// The texts a tool is matched by lexically: the primary field (name in words and
+/// description) and the schema field (parameter names, their descriptions and string enum
+/// values), the latter cut at [`SCHEMA_TEXT_BYTES`].
+pub(crate) fn lexical_fields(tool: &ToolDescriptor) -> (String, String) {
+    let primary = format!(
+        "{} {}",
+        crate::lexical::words(tool.name()),
+        tool.description()
+    );
+    let mut schema = String::new();
+    for (name, property) in parameters(tool) {
+        schema.push_str(name);
+        schema.push(' ');
+        if let Some(d) = property
+            .get("description")
+            .and_then(serde_json::Value::as_str)
+        {
+            schema.push_str(d);
+            schema.push(' ');
+        }
+        if let Some(values) = property.get("enum").and_then(serde_json::Value::as_array) {
+            for v in values.iter().filter_map(serde_json::Value::as_str) {
+                schema.push_str(v);
+                schema.push(' ');
+            }
+        }
+        if schema.len() >= SCHEMA_TEXT_BYTES {
+            let mut cut = SCHEMA_TEXT_BYTES;
+            while !schema.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            schema.truncate(cut);
+            break;
+        }
+    }
+    (primary, schema)
 }
 
 /// A deterministic dot product: eight fixed lanes, summed in a fixed order.
@@ -259,16 +350,14 @@ impl ToolPicker {
         config: Config,
     ) -> Result<Self, IndexError> {
         let mut embeddings = Vec::with_capacity(catalog.len() * EMBEDDING_DIM);
-        let mut texts = Vec::with_capacity(catalog.len());
         for (position, tool) in catalog.iter().enumerate() {
-            let text = tool_text(tool);
             let vector = model
-                .embed(&text)
+                .embed_cached(&tool_text(tool))
                 .map_err(|e| IndexError::new(tool.id().clone(), position, e))?;
             embeddings.extend_from_slice(&vector);
-            texts.push(text);
         }
-        let lexical = LexicalIndex::new(texts.iter().map(String::as_str));
+        let fields: Vec<(String, String)> = catalog.iter().map(lexical_fields).collect();
+        let lexical = LexicalIndex::new(fields.iter().map(|(p, s)| (p.as_str(), s.as_str())));
         Ok(Self {
             model: model.clone(),
             config,
@@ -285,9 +374,10 @@ impl ToolPicker {
     }
 
     /// Indexes a new catalog like [`ToolPicker::rebuild`], embedding only the tools whose
-    /// embedded text (name and description) this index does not already hold; the others
-    /// reuse their vectors, which never depend on the rest of the catalog, so the result
-    /// is the same as a full rebuild.
+    /// embedded text (name, description and parameter names) this index does not already
+    /// hold; the others reuse their vectors, which never depend on the rest of the catalog,
+    /// so the result is the same as a full rebuild. Unlike the model's bounded per-text
+    /// cache, this reuses every vector of this index however large it is.
     pub fn rebuild_reusing(&self, catalog: Catalog) -> Result<Self, IndexError> {
         let known: std::collections::HashMap<String, usize> = self
             .catalog
@@ -296,7 +386,6 @@ impl ToolPicker {
             .map(|(i, tool)| (tool_text(tool), i))
             .collect();
         let mut embeddings = Vec::with_capacity(catalog.len() * EMBEDDING_DIM);
-        let mut texts = Vec::with_capacity(catalog.len());
         for (position, tool) in catalog.iter().enumerate() {
             let text = tool_text(tool);
             match known.get(&text) {
@@ -306,14 +395,14 @@ impl ToolPicker {
                 None => {
                     let vector = self
                         .model
-                        .embed(&text)
+                        .embed_cached(&text)
                         .map_err(|e| IndexError::new(tool.id().clone(), position, e))?;
                     embeddings.extend_from_slice(&vector);
                 }
             }
-            texts.push(text);
         }
-        let lexical = LexicalIndex::new(texts.iter().map(String::as_str));
+        let fields: Vec<(String, String)> = catalog.iter().map(lexical_fields).collect();
+        let lexical = LexicalIndex::new(fields.iter().map(|(p, s)| (p.as_str(), s.as_str())));
         Ok(Self {
             model: self.model.clone(),
             config: self.config,
@@ -505,6 +594,45 @@ impl ToolPicker {
     }
 }
 
+impl ToolPicker {
+    /// Near-duplicate pairs among any tools, in or out of the catalog (for instance the
+    /// catalog tools and local tools one prompt section offers), in the slice's pair order.
+    ///
+    /// Each tool is embedded by what it does, not what it is called: its description and
+    /// parameter names (`Read a file from disk. Parameters: path.`), through the model's
+    /// per-text cache, so a tool compared before costs no forward pass. A pair is reported when the cosine of the two
+    /// embeddings reaches the duplicate threshold, whatever the servers. Fails closed: if
+    /// any tool cannot be embedded, the error names it and no pair is reported.
+    pub fn near_duplicates_among<'t>(
+        &self,
+        tools: &'t [ToolDescriptor],
+    ) -> Result<NearDuplicates<'t>, IndexError> {
+        let vectors = tools
+            .iter()
+            .enumerate()
+            .map(|(position, tool)| {
+                self.model
+                    .embed_cached(&duplicate_text(tool))
+                    .map_err(|e| IndexError::new(tool.id().clone(), position, e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut pairs = Vec::new();
+        for a in 0..tools.len() {
+            for b in a + 1..tools.len() {
+                let similarity = dot(&vectors[a], &vectors[b]);
+                if similarity >= self.config.duplicate_threshold() {
+                    pairs.push(NearDuplicate {
+                        first: &tools[a],
+                        second: &tools[b],
+                        similarity,
+                    });
+                }
+            }
+        }
+        Ok(NearDuplicates { pairs })
+    }
+}
+
 impl<'a> IntoIterator for &'a ToolPicker {
     type Item = &'a ToolDescriptor;
     type IntoIter = std::slice::Iter<'a, ToolDescriptor>;
@@ -530,6 +658,89 @@ mod tests {
         let text = format!("{picker:?}");
         assert!(text.starts_with("ToolPicker { tools: 0"), "{text}");
         assert!(!text.contains("0.5,"), "{text}");
+    }
+
+    fn tool(name: &str, description: &str) -> ToolDescriptor {
+        ToolDescriptor::new(
+            ToolId::new("s", name),
+            description,
+            serde_json::json!({"properties": {"path": {"type": "string", "description": "where", "enum": ["a", "b"]}}}),
+        )
+    }
+
+    #[test]
+    fn rebuilding_a_filtered_catalog_embeds_no_text_again() {
+        let model = Model::load().unwrap();
+        let catalog = Catalog::new(vec![
+            tool("read_file", "Read a file from disk"),
+            tool("fetch_url", "Fetch a web page over HTTP"),
+        ]);
+        let full = ToolPicker::build_with_model(&model, catalog, Config::default()).unwrap();
+        assert_eq!(model.cached_embeddings(), 2);
+        let filtered = full
+            .rebuild(Catalog::new(vec![tool(
+                "fetch_url",
+                "Fetch a web page over HTTP",
+            )]))
+            .unwrap();
+        assert_eq!(model.cached_embeddings(), 2, "nothing new was embedded");
+        // Cached and freshly computed vectors are the same bits.
+        let fresh = model
+            .embed(&tool_text(filtered.iter().next().unwrap()))
+            .unwrap();
+        assert_eq!(filtered.embedding(0), fresh.as_slice());
+        assert_eq!(filtered.embedding(0), full.embedding(1));
+    }
+
+    #[test]
+    fn near_duplicates_among_compares_tools_outside_the_catalog() {
+        let model = Model::load().unwrap();
+        let catalog = Catalog::new(vec![tool("read_file", "Read a file from disk")]);
+        let picker = ToolPicker::build_with_model(&model, catalog, Config::default()).unwrap();
+        let offered = vec![
+            tool("read_file", "Read a file from disk"),
+            ToolDescriptor::new(
+                ToolId::new("local", "read_file"),
+                "Read one file from disk",
+                serde_json::json!({"properties": {"path": {"type": "string"}}}),
+            ),
+            ToolDescriptor::new(
+                ToolId::new("local", "weather"),
+                "Current weather for a city",
+                serde_json::json!({}),
+            ),
+        ];
+        let pairs = picker.near_duplicates_among(&offered).unwrap();
+        assert_eq!(pairs.len(), 1, "{pairs:?}");
+        let pair = pairs.get(0).unwrap();
+        assert_eq!(pair.first().name(), "read_file");
+        assert_eq!(pair.second().server(), "local");
+        assert!(pair.similarity() >= picker.config().duplicate_threshold());
+        assert!(
+            picker
+                .near_duplicates_among(&offered[2..])
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn tool_texts_are_schema_aware() {
+        let t = tool("readFile", "Read a file from disk");
+        assert_eq!(
+            tool_text(&t),
+            "read file: Read a file from disk. Parameters: path."
+        );
+        let (primary, schema) = lexical_fields(&t);
+        assert_eq!(primary, "read file Read a file from disk");
+        assert_eq!(schema, "path where a b ");
+        assert_eq!(
+            duplicate_text(&t),
+            "Read a file from disk. Parameters: path."
+        );
+        let bare = ToolDescriptor::new(ToolId::new("s", "x"), "", serde_json::json!({}));
+        assert_eq!(tool_text(&bare), "x");
+        assert_eq!(duplicate_text(&tool("y", "")), "Parameters: path.");
     }
 
     #[test]

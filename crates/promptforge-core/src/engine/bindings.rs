@@ -5,9 +5,9 @@
 //! Scoping calls (`tools.add`, `tools.add_local`, `models.use`) are section-local.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use promptforge_tool_picker::{Catalog, Outcome, ToolDescriptor, ToolPicker};
+use promptforge_tool_picker::{Catalog, LazyPicker, Outcome, ToolDescriptor, ToolPicker};
 use serde_json::{Value as Json, json};
 
 use crate::client::{ModelCatalog, ModelDescriptor, ModelKind, Thinking};
@@ -179,25 +179,33 @@ impl Declaration {
     }
 }
 
+/// One filtered model catalog's picker, built once by the first arm that needs it.
+type FilteredPicker = Arc<OnceLock<Result<ToolPicker, String>>>;
+
 /// Resolves model descriptions over filtered catalogs, caching one picker per filter.
+///
+/// No lock is held while the base picker loads or a filtered catalog is indexed: the map's
+/// lock only hands out the filter's cell, and arms that need the same filter wait on that
+/// cell alone. The model's embedding cache means a filter re-embeds no description seen
+/// before.
 pub(crate) struct ModelResolver {
-    picker: Option<ToolPicker>,
+    picker: Option<LazyPicker>,
     catalog: ModelCatalog,
-    cache: HashMap<Vec<String>, ToolPicker>,
+    cache: Mutex<HashMap<Vec<String>, FilteredPicker>>,
 }
 
 impl ModelResolver {
-    pub(crate) fn new(picker: Option<ToolPicker>, catalog: ModelCatalog) -> Self {
+    pub(crate) fn new(picker: Option<LazyPicker>, catalog: ModelCatalog) -> Self {
         Self {
             picker,
             catalog,
-            cache: HashMap::new(),
+            cache: Mutex::new(HashMap::new()),
         }
     }
 
     /// Filters the catalog by `opts`, then resolves `description` semantically.
     pub(crate) fn resolve(
-        &mut self,
+        &self,
         declaration: Declaration,
         alias: &str,
         description: &str,
@@ -217,25 +225,35 @@ impl ModelResolver {
                 "{call}(\"{alias}\", \"{description}\"): {reason}"
             )));
         }
-        let Some(base) = &self.picker else {
+        let Some(base) = super::picker_of(self.picker.as_ref())? else {
             return Err(binding_error(
                 "model binding needs the tool picker's embedding model, and this run has none",
             ));
         };
         let key: Vec<String> = admitted.iter().map(|m| m.id().to_owned()).collect();
-        if !self.cache.contains_key(&key) {
-            let catalog: Catalog = admitted
-                .iter()
-                .map(|m| {
-                    ToolDescriptor::new(ToolId::new("models", m.id()), m.description(), json!({}))
-                })
-                .collect();
-            let picker = base
-                .rebuild(catalog)
-                .map_err(|e| binding_error(format!("cannot index the model catalog: {e}")))?;
-            self.cache.insert(key.clone(), picker);
-        }
-        let picker = &self.cache[&key];
+        let cell = Arc::clone(
+            self.cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key.clone())
+                .or_default(),
+        );
+        let picker = cell
+            .get_or_init(|| {
+                let catalog: Catalog = admitted
+                    .iter()
+                    .map(|m| {
+                        ToolDescriptor::new(
+                            ToolId::new("models", m.id()),
+                            m.description(),
+                            json!({}),
+                        )
+                    })
+                    .collect();
+                base.rebuild(catalog).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| binding_error(format!("cannot index the model catalog: {e}")))?;
         let outcome = picker.resolve(description).map_err(|e| {
             binding_error(format!("cannot embed the description `{description}`: {e}"))
         })?;

@@ -49,12 +49,7 @@ fn bind(
 ) -> Result<Arc<ToolBinding>, RunError> {
     check_alias(alias)?;
     unit.run.bindings().check_free(alias)?;
-    let tool = resolve_tool(
-        unit.run.picker.as_ref(),
-        &unit.run.tools,
-        alias,
-        description,
-    )?;
+    let tool = resolve_tool(unit.run.picker()?, &unit.run.tools, alias, description)?;
     let binding = Arc::new(ToolBinding {
         alias: alias.to_owned(),
         description: facing.unwrap_or_else(|| tool.description().to_owned()),

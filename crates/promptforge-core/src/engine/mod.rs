@@ -34,7 +34,7 @@ use crate::resolve::ResolutionContext;
 use crate::store::StoreRef;
 use crate::tools::ToolCatalog;
 use bindings::{Bindings, ModelResolver};
-use promptforge_tool_picker::ToolPicker;
+use promptforge_tool_picker::{LazyPicker, ToolPicker};
 
 pub(crate) use unit::{Scopes, Unit};
 pub(crate) use vm::PRELUDE;
@@ -83,6 +83,18 @@ pub async fn run(
     result
 }
 
+/// The picker of a lazy handle, building it on first use; `None` without a handle.
+pub(crate) fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError> {
+    lazy.map(|l| {
+        l.get().map_err(|e| {
+            bindings::binding_error(format!(
+                "cannot load the tool picker (embedding model and tool index): {e}"
+            ))
+        })
+    })
+    .transpose()
+}
+
 /// State shared by every unit of one run.
 pub(crate) struct Run {
     pub(crate) prompt: Prompt,
@@ -93,13 +105,13 @@ pub(crate) struct Run {
     pub(crate) cancel: CancellationToken,
     pub(crate) launched: String,
     pub(crate) nonce: String,
-    pub(crate) picker: Option<ToolPicker>,
+    picker: Option<LazyPicker>,
     pub(crate) tools: ToolCatalog,
     pub(crate) debug: Option<Arc<dyn DebugCapture>>,
     configured_client: Option<GatewayClient>,
     client: OnceLock<Result<GatewayClient, CompletionError>>,
     bindings: Mutex<Bindings>,
-    resolver: Mutex<ModelResolver>,
+    resolver: ModelResolver,
     next_id: AtomicU64,
     sections_entered: AtomicU64,
     log_events: AtomicU32,
@@ -136,7 +148,7 @@ impl Run {
         config: RunConfig,
         resolution: ResolutionContext<'_>,
     ) -> Self {
-        let picker = resolution.picker.cloned();
+        let picker = resolution.picker.map(crate::resolve::PickerSource::to_lazy);
         let models = resolution.models.cloned().unwrap_or_default();
         Self {
             prompt,
@@ -147,7 +159,7 @@ impl Run {
             cancel: config.cancel.token().clone(),
             launched: rfc3339(SystemTime::now()),
             nonce: crate::envelope::new_nonce(),
-            resolver: Mutex::new(ModelResolver::new(picker.clone(), models)),
+            resolver: ModelResolver::new(picker.clone(), models),
             picker,
             tools: resolution.tools.cloned().unwrap_or_default(),
             debug: config.debug,
@@ -187,8 +199,15 @@ impl Run {
         self.bindings.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn resolver(&self) -> MutexGuard<'_, ModelResolver> {
-        self.resolver.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Model-description resolution (its locks are never held while a picker is built).
+    pub(crate) fn resolver(&self) -> &ModelResolver {
+        &self.resolver
+    }
+
+    /// The run's tool picker, built on first use (outside every run lock); `None` when the
+    /// run has none. A failed build is a binding error naming why.
+    pub(crate) fn picker(&self) -> Result<Option<&ToolPicker>, RunError> {
+        picker_of(self.picker.as_ref())
     }
 
     /// Tool-loop iterations: the limits' override, else the frontmatter's.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use promptforge_tool_picker::{ToolDescriptor, ToolId};
 use serde_json::Value as Json;
 
 use super::bindings::{ModelBinding, ToolBinding, binding_error, listing};
@@ -318,32 +319,78 @@ fn offered_tools(unit: &Unit) -> Result<Vec<Offered>, RunError> {
     Ok(offered)
 }
 
-/// Rejects a scope holding near-duplicate catalog tools, before any model call.
+/// Rejects a scope holding near-duplicate tools, before any model call: every tool the
+/// section offers is compared, catalog and local alike (a local tool by its description and
+/// parameters). Fails closed: when a comparison cannot be made (no picker, a catalog tool
+/// the picker does not index, a tool that cannot be embedded) the section does not run.
 fn check_near_duplicates(unit: &Unit, offered: &[Offered]) -> Result<(), RunError> {
-    let ids: Vec<_> = offered
-        .iter()
-        .filter_map(|o| match o {
-            Offered::Catalog { tool, .. } => Some(tool.id().clone()),
-            Offered::Local { .. } => None,
-        })
-        .collect();
-    let (Some(picker), true) = (&unit.run.picker, ids.len() > 1) else {
+    if offered.len() < 2 {
         return Ok(());
+    }
+    let names: Vec<String> = offered.iter().map(offered_name).collect();
+    let Some(picker) = unit.run.picker()? else {
+        return Err(binding_error(format!(
+            "the tools {} offered to this section cannot be checked for near-duplicates:              this run has no tool picker",
+            names.join(", ")
+        )));
     };
-    let Ok(pairs) = picker.near_duplicates(&ids) else {
-        // A tool outside the picker's catalog cannot be compared; nothing to reject.
-        return Ok(());
-    };
+    let mut descriptors = Vec::with_capacity(offered.len());
+    for (entry, name) in offered.iter().zip(&names) {
+        descriptors.push(match entry {
+            Offered::Catalog { tool, .. } => picker.get(tool.id()).cloned().ok_or_else(|| {
+                binding_error(format!(
+                    "the tool {name} offered to this section cannot be checked for                      near-duplicates: the tool picker does not index it"
+                ))
+            })?,
+            Offered::Local {
+                alias,
+                description,
+                parameters,
+                ..
+            } => ToolDescriptor::new(
+                ToolId::new(LOCAL_SERVER, alias.clone()),
+                description.clone(),
+                parameters.clone(),
+            ),
+        });
+    }
+    let pairs = picker.near_duplicates_among(&descriptors).map_err(|e| {
+        binding_error(format!(
+            "the tool {} offered to this section cannot be checked for near-duplicates: {}",
+            names.get(e.position()).map_or("?", String::as_str),
+            e
+        ))
+    })?;
     if let Some(pair) = pairs.iter().next() {
+        let position = |t: &ToolDescriptor| {
+            descriptors
+                .iter()
+                .position(|d| std::ptr::eq(d, t))
+                .and_then(|i| names.get(i))
+                .map_or("?", String::as_str)
+        };
         return Err(binding_error(format!(
             "the tools {} and {} offered to this section are near-duplicates (similarity {:.3}); \
              offer only one of them",
-            pair.first().id(),
-            pair.second().id(),
+            position(pair.first()),
+            position(pair.second()),
             pair.similarity()
         )));
     }
     Ok(())
+}
+
+/// The pseudo-server local tools are compared under (never shown: names come from
+/// [`offered_name`]).
+const LOCAL_SERVER: &str = "\u{0}local";
+
+/// How a message names an offered tool: a catalog tool by its identity, a local one by its
+/// alias.
+fn offered_name(entry: &Offered) -> String {
+    match entry {
+        Offered::Catalog { tool, .. } => tool.id().to_string(),
+        Offered::Local { alias, .. } => format!("local tool `{alias}`"),
+    }
 }
 
 /// Runs one tool call; failures become text for the model. Cancellation is fatal.
