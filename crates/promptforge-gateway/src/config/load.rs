@@ -274,6 +274,13 @@ impl Merged {
         if let Some(local) = raw.local {
             self.local.cache_dir = local.cache_dir.or(self.local.cache_dir.take());
             self.local.llama_server = local.llama_server.or(self.local.llama_server.take());
+            self.local.llama_server_url = local
+                .llama_server_url
+                .or(self.local.llama_server_url.take());
+            self.local.llama_server_sha256 = local
+                .llama_server_sha256
+                .or(self.local.llama_server_sha256.take());
+            self.local.ready_timeout = local.ready_timeout.or(self.local.ready_timeout.take());
         }
         if let Some(web_search) = raw.tools.and_then(|t| t.web_search) {
             self.web_search = Some(Sourced {

@@ -65,5 +65,11 @@ pub(super) async fn switch_profile(
         Err(SwitchError::Invalid(err)) => {
             Err(ApiError::bad_request("profile_invalid", err.to_string()))
         }
+        Err(SwitchError::Local(err)) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Server,
+            "local_start_failed",
+            err.to_string(),
+        )),
     }
 }
