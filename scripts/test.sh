@@ -12,4 +12,10 @@ if [ -f requirements-test.txt ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 fi
 
+# Gateway local inference tests: a real llama-server and the SmolLM2 GGUF in the
+# per-machine cache ~/.promptforge (both skip when already there; the first build takes
+# 4-15 minutes on 2 cores).
+scripts/build-llama-server.sh
+scripts/fetch-smollm2.sh >/dev/null
+
 cargo test --workspace --locked "$@"

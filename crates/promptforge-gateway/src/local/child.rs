@@ -20,6 +20,9 @@ use crate::secret::Secret;
 
 /// Lines of the child's stderr kept for a boot error.
 pub const STDERR_TAIL_LINES: usize = 40;
+/// How long a transport failure waits for a dying child's guard to exit before the
+/// failure is treated as not a death (and answered as is).
+pub const DEATH_GRACE: Duration = Duration::from_secs(1);
 /// Longest log line forwarded (longer lines are cut).
 const MAX_LOG_LINE_BYTES: usize = 8 * 1024;
 
@@ -241,8 +244,16 @@ impl LocalChild {
         if *count != seen {
             return Ok(true);
         }
-        if self.retired.load(std::sync::atomic::Ordering::SeqCst) || !self.is_dead() {
+        if self.retired.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(false);
+        }
+        // The server may be gone while its guard is still exiting: give it a moment.
+        let deadline = Instant::now() + DEATH_GRACE;
+        while !self.is_dead() {
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tracing::warn!(model = %self.spec.model, port = self.spec.port, "llama-server died; respawning it");
         self.stop();
