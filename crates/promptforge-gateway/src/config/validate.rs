@@ -48,6 +48,7 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         models_allowlist,
         server: _,
         local,
+        local_file,
         endpoints,
         mut models,
         mut local_models,
@@ -121,7 +122,7 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         models: loaded,
         dominions,
         web_search,
-        local: local_settings(local, &chain)?,
+        local: local_settings(local, local_file.as_deref())?,
         model_allowlist: models_allowlist.map(|a| a.item),
         include_chain: chain,
         model_index,
@@ -132,9 +133,9 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
 /// `[local]`: the binary download pair comes together, and digests are hex.
 fn local_settings(
     local: super::raw::RawLocal,
-    chain: &[std::path::PathBuf],
+    file: Option<&Path>,
 ) -> Result<LocalSettings, ConfigError> {
-    let file = chain.last().map(|p| p.as_path()).unwrap_or(Path::new(""));
+    let file = file.unwrap_or(Path::new("[local]"));
     if let Some(sha) = &local.llama_server_sha256
         && (sha.len() != 64 || !sha.chars().all(|ch| ch.is_ascii_hexdigit()))
     {

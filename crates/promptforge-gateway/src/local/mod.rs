@@ -329,3 +329,82 @@ impl LocalRuntime {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(kind: ModelKind) -> PreparedModel {
+        PreparedModel {
+            name: "m".into(),
+            kind,
+            context: 2048,
+            launch: LocalLaunch {
+                source: "/m.gguf".into(),
+                sha256: None,
+                chat_template_file: None,
+                gpu_layers: None,
+                flash_attention: None,
+                cache_type_k: None,
+                cache_type_v: None,
+                parallel: 1,
+                threads: None,
+                vram_gb: None,
+                dominion: None,
+            },
+            gguf: PathBuf::from("/cache/m.gguf"),
+        }
+    }
+
+    fn has_pair(args: &[String], flag: &str, value: &str) -> bool {
+        args.windows(2).any(|w| w[0] == flag && w[1] == value)
+    }
+
+    #[test]
+    fn chat_args_carry_the_key_file_never_the_key() {
+        let args = child_args(&prepared(ModelKind::Chat), 4242, Path::new("/run/m.key"));
+        assert!(has_pair(&args, "--port", "4242"));
+        assert!(has_pair(&args, "--host", "127.0.0.1"));
+        assert!(has_pair(&args, "--api-key-file", "/run/m.key"));
+        assert!(has_pair(&args, "-m", "/cache/m.gguf"));
+        assert!(has_pair(&args, "-c", "2048"));
+        assert!(has_pair(&args, "--parallel", "1"));
+        assert!(
+            !args
+                .iter()
+                .any(|a| a == "--api-key" || a == "-t" || a == "--embeddings")
+        );
+    }
+
+    #[test]
+    fn knobs_and_kinds_map_to_flags() {
+        let mut m = prepared(ModelKind::Embedding);
+        m.launch.threads = Some(1);
+        m.launch.gpu_layers = Some(99);
+        m.launch.flash_attention = Some(true);
+        m.launch.cache_type_k = Some("q8_0".into());
+        m.launch.cache_type_v = Some("f16".into());
+        m.launch.parallel = 3;
+        let args = child_args(&m, 1, Path::new("/k"));
+        for (flag, value) in [
+            ("-t", "1"),
+            ("--gpu-layers", "99"),
+            ("--flash-attn", "on"),
+            ("--cache-type-k", "q8_0"),
+            ("--cache-type-v", "f16"),
+            ("--parallel", "3"),
+            ("--pooling", "mean"),
+        ] {
+            assert!(has_pair(&args, flag, value), "{flag} {value}: {args:?}");
+        }
+        assert!(args.iter().any(|a| a == "--embeddings"));
+        let args = child_args(&prepared(ModelKind::Classifier), 1, Path::new("/k"));
+        assert!(args.iter().any(|a| a == "--reranking"));
+        let mut chat = prepared(ModelKind::Chat);
+        chat.launch.chat_template_file = Some("/t.jinja".into());
+        chat.launch.flash_attention = Some(false);
+        let args = child_args(&chat, 1, Path::new("/k"));
+        assert!(has_pair(&args, "--chat-template-file", "/t.jinja"));
+        assert!(has_pair(&args, "--flash-attn", "off"));
+    }
+}

@@ -602,6 +602,26 @@ dominion = "gpu0"
     )
     .await;
     assert_rejected(
+        &format!("{local}{lm}threads = 0\n"),
+        &["local_model[l].threads", "must be between 1"],
+    )
+    .await;
+    assert_rejected(
+        "[local]\nllama_server_url = \"https://mirror/llama-server\"\n",
+        &["local.llama_server_url", "must be set together"],
+    )
+    .await;
+    assert_rejected(
+        "[local]\nllama_server_url = \"https://mirror/llama-server\"\nllama_server_sha256 = \"xyz\"\n",
+        &["local.llama_server_sha256", "64 hexadecimal digits"],
+    )
+    .await;
+    assert_rejected(
+        "[local]\nready_timeout = \"soon\"\n",
+        &["local.ready_timeout", "is not a duration"],
+    )
+    .await;
+    assert_rejected(
         "[[dominion]]\nid = \"r\"\nkind = \"remote\"\nvram_gb = 4\n",
         &["dominion[r].vram_gb"],
     )
