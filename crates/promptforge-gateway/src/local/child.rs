@@ -147,8 +147,10 @@ pub struct LocalChild {
     proc: Mutex<Option<Proc>>,
     /// Stopped for a profile switch: a dead child is not respawned.
     retired: std::sync::atomic::AtomicBool,
-    /// Serialises respawns; counts them.
-    respawns: tokio::sync::Mutex<u64>,
+    /// Serialises respawns.
+    respawning: tokio::sync::Mutex<()>,
+    /// How many respawns happened.
+    respawns: std::sync::atomic::AtomicU64,
     tail: Arc<Mutex<VecDeque<String>>>,
     http: reqwest::Client,
 }
@@ -177,7 +179,8 @@ impl LocalChild {
             key_file,
             proc: Mutex::new(None),
             retired: std::sync::atomic::AtomicBool::new(false),
-            respawns: tokio::sync::Mutex::new(0),
+            respawning: tokio::sync::Mutex::new(()),
+            respawns: std::sync::atomic::AtomicU64::new(0),
             tail: Arc::new(Mutex::new(VecDeque::new())),
             http,
         };
@@ -210,8 +213,8 @@ impl LocalChild {
     }
 
     /// How many times it was respawned.
-    pub async fn respawn_count(&self) -> u64 {
-        *self.respawns.lock().await
+    pub fn respawn_count(&self) -> u64 {
+        self.respawns.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the child has exited (or was stopped).
@@ -240,8 +243,8 @@ impl LocalChild {
     /// saw the same death share one respawn). `seen` is [`Self::respawn_count`] taken
     /// before the failed request. Returns whether the child is now believed alive.
     pub async fn respawn_if_dead(&self, seen: u64) -> Result<bool, ChildError> {
-        let mut count = self.respawns.lock().await;
-        if *count != seen {
+        let _serial = self.respawning.lock().await;
+        if self.respawn_count() != seen {
             return Ok(true);
         }
         if self.retired.load(std::sync::atomic::Ordering::SeqCst) {
@@ -258,7 +261,8 @@ impl LocalChild {
         tracing::warn!(model = %self.spec.model, port = self.spec.port, "llama-server died; respawning it");
         self.stop();
         self.launch().await?;
-        *count += 1;
+        self.respawns
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(true)
     }
 

@@ -208,7 +208,7 @@ async fn send_routed(
     let Some(child) = route.child else {
         return relay::send(call).await;
     };
-    let seen = child.respawn_count().await;
+    let seen = child.respawn_count();
     match relay::send(call).await {
         Err(err) if err.code() == "upstream_transport" => match child.respawn_if_dead(seen).await {
             Ok(true) => relay::send(call).await,

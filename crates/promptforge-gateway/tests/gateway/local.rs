@@ -337,6 +337,13 @@ async fn chat_streaming_and_embeddings_through_local_children() {
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
     let logs = gw.logs();
     assert!(logs.contains("llama-server ready"), "{logs}");
+    let (_, status) = gw.get("/admin/status").await;
+    let locals = status["local_models"].as_array().unwrap();
+    assert_eq!(locals.len(), 2, "{status}");
+    assert_eq!(locals[0]["name"], "smol");
+    assert_eq!(locals[0]["dialect"], "gemma3_tool_code", "{status}");
+    assert_eq!(locals[1]["dialect"], "openai", "{status}");
+    assert_eq!(locals[0]["running"], true);
     assert!(
         logs.contains("Gemma3ToolCode"),
         "SmolLM2's template has no tool syntax: {logs}"
@@ -457,6 +464,9 @@ async fn a_sigkilled_child_is_respawned_and_the_request_succeeds() {
     assert_eq!(after.len(), 1);
     assert_ne!(after, before);
     assert!(gw.logs().contains("respawning"), "{}", gw.logs());
+    let (_, status) = gw.get("/admin/status").await;
+    assert_eq!(status["local_models"][0]["respawns"], 1, "{status}");
+    assert_eq!(status["local_models"][0]["pid"], after[0], "{status}");
     gw.kill().await;
 }
 
