@@ -119,14 +119,15 @@ fn descendants(pid: u32) -> Vec<(u32, String)> {
     out
 }
 
-/// The `llama-server` processes under `pid` whose `--alias` is `model` (any when `None`).
+/// The `llama-server` processes under `pid` whose `--alias` is `model` (any when `None`):
+/// the launched servers themselves, not their `sh` guards.
 fn servers(pid: u32, model: Option<&str>) -> Vec<u32> {
     descendants(pid)
         .into_iter()
-        .filter(|(p, c)| {
-            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|comm| comm.trim() == "llama-server")
-                && model.is_none_or(|m| c.contains(&format!("--alias {m} ")))
+        .filter(|(_, c)| {
+            !c.starts_with("/bin/sh ")
+                && c.contains(" --api-key-file ")
+                && model.is_none_or(|m| c.contains(&format!(" --alias {m} ")))
         })
         .map(|(p, _)| p)
         .collect()
