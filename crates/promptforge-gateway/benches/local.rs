@@ -150,25 +150,26 @@ async fn run(binary: PathBuf, model: PathBuf) {
     );
 
     let gw = boot(dir.path()).await;
-    let run_dir = dir.path().join("cache/run");
-    let key_file = std::fs::read_dir(&run_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "key"))
-        .expect("no child key file");
-    let port = key_file
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .and_then(|s| s.rsplit_once('-'))
-        .map(|(_, p)| p.to_owned())
-        .unwrap();
-    let direct_key = std::fs::read_to_string(&key_file).unwrap();
-    let direct = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(300))
         .build()
         .unwrap();
+    // The child's port from the gateway's status; its bearer from its key file.
+    let status: Value = client
+        .get(format!("{}/admin/status", gw.url))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let port = status["local_models"][0]["port"]
+        .as_u64()
+        .expect("no local child");
+    let key_file = dir.path().join(format!("cache/run/smol-{port}.key"));
+    let direct_key = std::fs::read_to_string(&key_file).unwrap();
+    let direct = format!("http://127.0.0.1:{port}");
     // Warm-up both paths.
     chat(&client, &gw.url, KEY, "smol", 8).await;
     chat(&client, &direct, &direct_key, "smol", 8).await;
