@@ -54,6 +54,12 @@ fn chat_model(name: &str, source: &str, sha: &str) -> String {
     )
 }
 
+fn rerank_model(name: &str, source: &str) -> String {
+    format!(
+        "\n[[local_model]]\nname = \"{name}\"\nkind = \"classifier\"\ndescription = \"SmolLM2 as a reranker\"\nsource = \"{source}\"\nsha256 = \"{SMOL_SHA256}\"\ncontext = 2048\nthreads = 1\n"
+    )
+}
+
 fn embed_model(name: &str, source: &str) -> String {
     format!(
         "\n[[local_model]]\nname = \"{name}\"\nkind = \"embedding\"\ndescription = \"SmolLM2 as an embedder\"\nsource = \"{source}\"\nsha256 = \"{SMOL_SHA256}\"\ncontext = 2048\nthreads = 1\n"
@@ -283,6 +289,45 @@ async fn a_download_with_the_wrong_digest_leaves_nothing_and_refuses_to_boot() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_cut_download_leaves_no_file_that_looks_complete() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = Upstream::start().await;
+    // Declares a megabyte, sends a kilobyte, hangs up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/cut.gguf", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                .await;
+            let _ = socket.write_all(&[7u8; 1024]).await;
+            drop(socket);
+        }
+    });
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("cut", &url, SMOL_SHA256),
+    );
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("download of") && err.contains("cut.gguf failed"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(cache_dir.path().join("models"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_missing_binary_and_plain_http_elsewhere_refuse_to_boot() {
     let upstream = Upstream::start().await;
     let cache_dir = tempfile::tempdir().unwrap();
@@ -330,9 +375,10 @@ async fn chat_streaming_and_embeddings_through_local_children() {
         &upstream,
         &local_section(Some(&binary), cache_dir.path()),
         &format!(
-            "{}{}",
+            "{}{}{}",
             chat_model("smol", source, SMOL_SHA256),
-            embed_model("smol-embed", source)
+            embed_model("smol-embed", source),
+            rerank_model("smol-rerank", source)
         ),
     );
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
@@ -340,10 +386,11 @@ async fn chat_streaming_and_embeddings_through_local_children() {
     assert!(logs.contains("llama-server ready"), "{logs}");
     let (_, status) = gw.get("/admin/status").await;
     let locals = status["local_models"].as_array().unwrap();
-    assert_eq!(locals.len(), 2, "{status}");
+    assert_eq!(locals.len(), 3, "{status}");
     assert_eq!(locals[0]["name"], "smol");
     assert_eq!(locals[0]["dialect"], "gemma3_tool_code", "{status}");
     assert_eq!(locals[1]["dialect"], "openai", "{status}");
+    assert_eq!(locals[2]["dialect"], "openai", "{status}");
     assert_eq!(locals[0]["running"], true);
     assert!(
         logs.contains("Gemma3ToolCode"),
@@ -421,6 +468,17 @@ async fn chat_streaming_and_embeddings_through_local_children() {
             .is_some_and(|e| e.len() > 100),
         "{body}"
     );
+
+    // Rerank with `kind = "classifier"` on the same GGUF (`--reranking`).
+    let (status, body) = gw
+        .post(
+            "/v1/rerank",
+            &json!({"model": "smol-rerank", "query": "capital of France", "documents": ["Paris is the capital of France", "Bananas are yellow"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], "smol-rerank");
+    assert_eq!(body["results"].as_array().map(Vec::len), Some(2), "{body}");
 
     // Kind checks are the remote ones.
     let (status, body) = ask(&gw, "smol-embed").await;
