@@ -706,3 +706,58 @@ async fn binary_and_model_download_from_loopback_then_the_cache_is_reused() {
     assert!(!logs.contains("download started"), "{logs}");
     gw.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_dominion_governs_admission_of_its_models() {
+    let Some((binary, model)) = real_parts("a_local_dominion_governs_admission_of_its_models")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let models = format!(
+        "\n[[dominion]]\nid = \"cpu\"\nkind = \"local\"\nmax_concurrency = 1\npolicy = \"reject\"\n{}dominion = \"cpu\"\n",
+        chat_model("smol", model.to_str().unwrap(), SMOL_SHA256)
+    );
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &models,
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    // A long stream holds the dominion's only slot until it ends (thousands of tokens:
+    // far longer than the requests below take).
+    let req = json!({
+        "model": "smol",
+        "messages": [{"role": "user", "content": "Tell a very long story."}],
+        "max_tokens": 1900,
+        "ignore_eos": true,
+        "stream": true,
+    });
+    let held = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(KEY)
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(held.status(), 200);
+    let (_, status) = gw.get("/admin/status").await;
+    let cpu = status["dominions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "cpu")
+        .cloned()
+        .unwrap();
+    assert_eq!(cpu["in_flight"], 1, "{status}");
+    let (code, body) = ask(&gw, "smol").await;
+    assert_eq!(
+        (code, body["error"]["code"].clone()),
+        (429, json!("queue_rejected")),
+        "{body}"
+    );
+    drop(held);
+    gw.kill().await;
+}
