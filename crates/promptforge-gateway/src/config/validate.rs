@@ -858,10 +858,21 @@ fn local_model(
         dominions,
         DominionKind::Local,
     )?;
+    // Relative paths resolve against the directory of the file that declares them, as
+    // includes do.
+    let beside = |path: &str| -> String {
+        if path.contains("://") || Path::new(path).is_absolute() {
+            return path.to_owned();
+        }
+        match file.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.join(path).display().to_string(),
+            _ => path.to_owned(),
+        }
+    };
     let backend = ModelBackend::Local(LocalLaunch {
-        source: raw.source.clone(),
+        source: beside(&raw.source),
         sha256: raw.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
-        chat_template_file: raw.chat_template_file.clone(),
+        chat_template_file: raw.chat_template_file.as_deref().map(beside),
         gpu_layers,
         flash_attention: raw.flash_attention,
         cache_type_k: raw.cache_type_k.clone(),

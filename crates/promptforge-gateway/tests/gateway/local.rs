@@ -255,6 +255,23 @@ async fn a_local_file_with_the_wrong_digest_refuses_to_boot() {
     assert!(err.contains("sha256 mismatch"), "{err}");
     assert!(err.contains(&wrong) && err.contains(&actual), "{err}");
     assert!(err.contains("local model l"), "{err}");
+
+    // A relative source resolves beside the file that declares it.
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("l", "models/rel.gguf", &wrong),
+    );
+    dir.write("models/rel.gguf", "not really a model");
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("sha256 mismatch") && err.contains(&actual),
+        "{err}"
+    );
+    assert!(
+        err.contains(&dir.path().join("models/rel.gguf").display().to_string()),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
