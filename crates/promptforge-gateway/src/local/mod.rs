@@ -37,6 +37,9 @@ pub enum LocalError {
         /// What failed.
         source: ProvisionError,
     },
+    /// The `llama-server` binary could not be found or provisioned.
+    #[error("llama-server: {0}")]
+    Binary(ProvisionError),
     /// A child failed to start.
     #[error("{0}")]
     Child(#[from] ChildError),

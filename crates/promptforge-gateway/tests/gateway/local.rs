@@ -401,6 +401,13 @@ async fn chat_streaming_and_embeddings_through_local_children() {
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
     let logs = gw.logs();
     assert!(logs.contains("llama-server ready"), "{logs}");
+    // The children's own log lines reach the gateway's log, tagged with the model.
+    assert!(
+        logs.lines().any(|l| l.contains("llama_server:")
+            && l.contains("load_model")
+            && l.contains("model=\"smol\"")),
+        "{logs}"
+    );
     let (_, status) = gw.get("/admin/status").await;
     let locals = status["local_models"].as_array().unwrap();
     assert_eq!(locals.len(), 3, "{status}");
