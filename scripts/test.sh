@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: the same command on a fresh machine, a developer's and CI.
-# Installs what the end-to-end tests need (a Python venv with the official client SDKs),
-# then runs every Rust test in the workspace.
+# Installs what the end-to-end tests need (a Python venv with the official client SDKs, the
+# Claude Code and MCP Inspector CLIs, a built llama-server and the SmolLM2 model, the last two
+# cached per machine), then runs every Rust test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,5 +21,11 @@ if command -v npm >/dev/null 2>&1 \
   npm install --prefix .tools/npm --no-audit --no-fund --loglevel=error \
     @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0
 fi
+
+# Gateway local inference tests: a real llama-server and the SmolLM2 GGUF in the
+# per-machine cache ~/.promptforge (both skip when already there; the first build takes
+# 4-15 minutes on 2 cores).
+scripts/build-llama-server.sh
+scripts/fetch-smollm2.sh >/dev/null
 
 cargo test --workspace --locked "$@"

@@ -16,7 +16,7 @@
 //! typed SSE relay), [`dialect`] (emulated tool calling), [`admission`] (dominion queues
 //! with fair scheduling), [`search`] (the Brave web-search proxy), [`error`] (the OpenAI
 //! error envelope), [`conn`] (the accept loop and per-connection bounds), [`shutdown`]
-//! (the end of the drain), [`cli`] and [`serve`] (the binary's entry points).
+//! (the end of the drain), [`local`] (llama-server children for GGUF models), [`cli`] and [`serve`] (the binary's entry points).
 
 #![forbid(unsafe_code)]
 
@@ -26,6 +26,7 @@ pub mod config;
 pub mod conn;
 pub mod dialect;
 pub mod error;
+pub mod local;
 pub mod logging;
 pub mod relay;
 pub mod routes;

@@ -35,7 +35,7 @@ pub enum ServeError {
 /// configuration never reaches a listening socket. Once bound, one line
 /// `listening on http://ADDR` goes to stdout (the real port when `bind` uses port 0).
 pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
-    let booted = state::boot(boot_file, profile)?;
+    let booted = state::boot(boot_file, profile).await?;
     let listener = TcpListener::bind(&booted.bind)
         .await
         .map_err(|source| ServeError::Bind {

@@ -10,6 +10,7 @@ use crate::config::{
     ModelConfig, ServerConfig, ServerLimits,
 };
 use crate::error::ApiError;
+use crate::local::{self, LocalChild, LocalError, LocalRuntime, Prepared};
 use crate::secret::Secret;
 use crate::shutdown::{Shutdown, ShutdownTrigger};
 
@@ -37,7 +38,8 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    fn new(endpoint: &EndpointConfig) -> Result<Self, reqwest::Error> {
+    /// Builds the two clients of `endpoint`.
+    pub(crate) fn new(endpoint: &EndpointConfig) -> Result<Self, reqwest::Error> {
         let base = || {
             reqwest::Client::builder()
                 .connect_timeout(endpoint.connect_timeout)
@@ -63,18 +65,17 @@ impl Upstream {
     }
 }
 
-/// Where a model's request goes.
+/// Where a model's request goes: a remote endpoint, or a local model's child.
 #[derive(Debug)]
-pub enum Route<'a> {
-    /// A remote endpoint and the upstream model string.
-    Remote {
-        /// The endpoint.
-        upstream: &'a Upstream,
-        /// The backend's name for the model.
-        model: &'a str,
-        /// The dominion admission the endpoint is bound to (`None`: unlimited).
-        admission: Option<&'a Admission>,
-    },
+pub struct Route<'a> {
+    /// The endpoint (for a local model, the child's loopback endpoint).
+    pub upstream: &'a Upstream,
+    /// The backend's name for the model.
+    pub model: &'a str,
+    /// The admission the request must pass (`None`: unlimited).
+    pub admission: Option<&'a Admission>,
+    /// The local child behind `upstream`, for respawn-on-failure.
+    pub child: Option<&'a LocalChild>,
 }
 
 /// The active profile: configuration plus ready clients.
@@ -89,6 +90,8 @@ pub struct Runtime {
     admissions: HashMap<String, Admission>,
     /// The client for the search provider, when `[tools.web_search]` is present.
     search_client: Option<reqwest::Client>,
+    /// The local models' children, once started (dropping the runtime kills them).
+    local: Option<LocalRuntime>,
 }
 
 impl Runtime {
@@ -142,7 +145,28 @@ impl Runtime {
             upstreams,
             admissions,
             search_client,
+            local: None,
         })
+    }
+
+    /// Starts the prepared local models' children and records their resolved dialects.
+    pub async fn start_local(&mut self, prepared: Option<&Prepared>) -> Result<(), LocalError> {
+        let Some(prepared) = prepared else {
+            return Ok(());
+        };
+        let local = LocalRuntime::start(prepared).await?;
+        for model in &mut self.config.models {
+            if let Some(started) = local.model(&model.name) {
+                model.tool_dialect = started.dialect;
+            }
+        }
+        self.local = Some(local);
+        Ok(())
+    }
+
+    /// The running local children, when the profile has local models.
+    pub fn local(&self) -> Option<&LocalRuntime> {
+        self.local.as_ref()
     }
 
     /// The search provider client, when web search is configured.
@@ -197,21 +221,37 @@ impl Runtime {
                     .and_then(|id| self.config.endpoint(id))
                     .and_then(|e| e.dominion.as_ref())
                     .and_then(|d| self.admissions.get(d));
-                Ok(Route::Remote {
+                Ok(Route {
                     upstream: upstream_client,
                     model: upstream,
                     admission,
+                    child: None,
                 })
             }
-            ModelBackend::Local(_) => Err(ApiError::new(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                crate::error::ErrorType::Server,
-                "local_runtime_unavailable",
-                format!(
-                    "model {} is a local model; this gateway build does not run llama-server children",
-                    model.name
-                ),
-            )),
+            ModelBackend::Local(launch) => {
+                let started = self
+                    .local
+                    .as_ref()
+                    .and_then(|l| l.model(&model.name))
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            crate::error::ErrorType::Server,
+                            "local_runtime_unavailable",
+                            format!("local model {} has no running llama-server", model.name),
+                        )
+                    })?;
+                let admission = match &launch.dominion {
+                    Some(d) => self.admissions.get(d),
+                    None => started.admission.as_ref(),
+                };
+                Ok(Route {
+                    upstream: &started.upstream,
+                    model: &model.name,
+                    admission,
+                    child: Some(&started.child),
+                })
+            }
         }
     }
 }
@@ -244,6 +284,10 @@ pub enum SwitchError {
     /// The profile does not load or validate.
     #[error("{0}")]
     Invalid(ConfigError),
+    /// A local model of the new profile failed to provision or start; the previous
+    /// profile (and its children) stays live.
+    #[error("{0}")]
+    Local(ConfigError),
 }
 
 /// Everything boot produces: state to serve and the bind address.
@@ -261,7 +305,7 @@ pub struct Booted {
 
 /// Boot sequence up to (not including) binding: env files, boot `[server]`, the profile's
 /// include chain, validation and routing table.
-pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
+pub async fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
     let source = config::profile_source(boot_file, profile).map_err(|err| {
         // On the command line the name came from `--profile`.
         if err.kind() == ConfigErrorKind::ProfileName {
@@ -280,7 +324,16 @@ pub fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
     let server = config::load_boot_server(boot_file, &env)?;
     let config = config::load_profile(&source, boot_file, &server, &env)?;
     log_chain(&config, boot_file);
-    let runtime = Runtime::build(profile, config, &source.path, None)?;
+    let mut runtime = Runtime::build(profile, config, &source.path, None)?;
+    // Everything local is checked and provisioned before any child starts, and every
+    // child is ready before the socket is bound.
+    let prepared = local::prepare(&runtime.config)
+        .await
+        .map_err(|err| local_error(&source.path, &err))?;
+    runtime
+        .start_local(prepared.as_ref())
+        .await
+        .map_err(|err| local_error(&source.path, &err))?;
     let bind = server.bind.clone();
     let limits = server.limits;
     let (trigger, shutdown) = crate::shutdown::channel();
@@ -315,17 +368,11 @@ fn log_chain(config: &Config, boot_file: &Path) {
             "the boot file is not in the profile's include chain: edits to it have no effect on the loaded set"
         );
     }
-    let local = config
-        .models
-        .iter()
-        .filter(|m| matches!(m.backend, ModelBackend::Local(_)))
-        .count();
-    if local > 0 {
-        tracing::warn!(
-            local,
-            "local models are loaded but this build does not start llama-server; requests to them fail with 503"
-        );
-    }
+}
+
+/// A local runtime failure as a configuration error of the profile.
+fn local_error(file: &Path, err: &LocalError) -> ConfigError {
+    ConfigError::new(ConfigErrorKind::Local, file, None, err.to_string())
 }
 
 impl AppState {
@@ -361,9 +408,11 @@ impl AppState {
         env.load_file(&source.env_file)
             .map_err(SwitchError::Invalid)?;
         let boot_file = boot.clone();
+        let source_path = source.path.clone();
         let server = self.inner.server.clone();
         let profile = name.to_owned();
         let previous = self.runtime();
+        let old = previous.clone();
         // File I/O and client construction stay off the async workers.
         let built = tokio::task::spawn_blocking(move || {
             let config = config::load_profile(&source, &boot_file, &server, &env)?;
@@ -380,7 +429,26 @@ impl AppState {
             ))
         })?
         .map_err(SwitchError::Invalid)?;
-        let (runtime, env) = built;
+        let (mut runtime, env) = built;
+        // The new set is checked and provisioned first; then the old children stop
+        // (freeing memory and VRAM) and the new ones start. If one fails, the old set is
+        // restarted on its ports and bearers, and the old profile stays live.
+        let prepared = local::prepare(&runtime.config)
+            .await
+            .map_err(|err| SwitchError::Local(local_error(&source_path, &err)))?;
+        if let Some(old_local) = old.local() {
+            old_local.retire_all();
+        }
+        if let Err(err) = runtime.start_local(prepared.as_ref()).await {
+            drop(runtime);
+            if let Some(old_local) = old.local()
+                && let Err(restart) = old_local.restart_all().await
+            {
+                tracing::error!(error = %restart, "could not restart the previous local models");
+            }
+            return Err(SwitchError::Local(local_error(&source_path, &err)));
+        }
+        drop(old);
         let runtime = Arc::new(runtime);
         *self
             .inner

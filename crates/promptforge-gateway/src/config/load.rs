@@ -190,6 +190,8 @@ pub(crate) struct Merged {
     pub(crate) models_allowlist: Option<Sourced<Vec<String>>>,
     pub(crate) server: RawServer,
     pub(crate) local: RawLocal,
+    /// The last file that set a `[local]` key (named by `[local]` errors).
+    pub(crate) local_file: Option<PathBuf>,
     pub(crate) endpoints: Vec<Sourced<RawEndpoint>>,
     pub(crate) models: Vec<Sourced<RawModel>>,
     pub(crate) local_models: Vec<Sourced<RawLocalModel>>,
@@ -272,8 +274,16 @@ impl Merged {
             ours.write_timeout = server.write_timeout.or(ours.write_timeout.take());
         }
         if let Some(local) = raw.local {
+            self.local_file = Some(file.to_path_buf());
             self.local.cache_dir = local.cache_dir.or(self.local.cache_dir.take());
             self.local.llama_server = local.llama_server.or(self.local.llama_server.take());
+            self.local.llama_server_url = local
+                .llama_server_url
+                .or(self.local.llama_server_url.take());
+            self.local.llama_server_sha256 = local
+                .llama_server_sha256
+                .or(self.local.llama_server_sha256.take());
+            self.local.ready_timeout = local.ready_timeout.or(self.local.ready_timeout.take());
         }
         if let Some(web_search) = raw.tools.and_then(|t| t.web_search) {
             self.web_search = Some(Sourced {

@@ -46,6 +46,8 @@ pub enum ConfigErrorKind {
     ServerMismatch,
     /// The profile name is not a single path component.
     ProfileName,
+    /// A local model could not be provisioned or started.
+    Local,
 }
 
 /// A configuration error naming the file and, where there is one, the key.
@@ -174,12 +176,19 @@ impl Default for ServerLimits {
 }
 
 /// `[local]`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalSettings {
     /// Cache directory for models and the llama.cpp binary (`~/.promptforge` when unset).
     pub cache_dir: Option<String>,
     /// An explicit `llama-server` binary, used instead of provisioning one.
     pub llama_server: Option<String>,
+    /// Where the pinned `llama-server` build is downloaded from when neither
+    /// `llama_server` nor the cache has one (a mirror; tests use a loopback server).
+    pub llama_server_url: Option<String>,
+    /// The SHA-256 (lowercase hex) the downloaded `llama-server` must have.
+    pub llama_server_sha256: Option<String>,
+    /// How long a child may take to answer `/health` 200 (default 60 s).
+    pub ready_timeout: Duration,
 }
 
 /// `[[endpoint]]`: one upstream backend.
@@ -329,6 +338,8 @@ pub struct LocalLaunch {
     pub cache_type_v: Option<String>,
     /// `--parallel` and the per-model queue limit without a dominion (default 1).
     pub parallel: u32,
+    /// `-t`: CPU threads for generation (default: llama-server's own, all physical cores).
+    pub threads: Option<u32>,
     /// VRAM footprint estimate in GB.
     pub vram_gb: Option<f64>,
     /// The local dominion the model is bound to.

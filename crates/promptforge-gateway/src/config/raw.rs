@@ -57,6 +57,9 @@ pub(crate) struct RawServer {
 pub(crate) struct RawLocal {
     pub(crate) cache_dir: Option<String>,
     pub(crate) llama_server: Option<String>,
+    pub(crate) llama_server_url: Option<String>,
+    pub(crate) llama_server_sha256: Option<String>,
+    pub(crate) ready_timeout: Option<String>,
 }
 
 /// `[[endpoint]]`.
@@ -122,6 +125,7 @@ pub(crate) struct RawLocalModel {
     pub(crate) cache_type_k: Option<String>,
     pub(crate) cache_type_v: Option<String>,
     pub(crate) parallel: Option<i64>,
+    pub(crate) threads: Option<i64>,
     pub(crate) vram_gb: Option<f64>,
     pub(crate) dominion: Option<String>,
 }

@@ -48,6 +48,7 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         models_allowlist,
         server: _,
         local,
+        local_file,
         endpoints,
         mut models,
         mut local_models,
@@ -121,14 +122,48 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         models: loaded,
         dominions,
         web_search,
-        local: LocalSettings {
-            cache_dir: local.cache_dir,
-            llama_server: local.llama_server,
-        },
+        local: local_settings(local, local_file.as_deref())?,
         model_allowlist: models_allowlist.map(|a| a.item),
         include_chain: chain,
         model_index,
         endpoint_index,
+    })
+}
+
+/// `[local]`: the binary download pair comes together, and digests are hex.
+fn local_settings(
+    local: super::raw::RawLocal,
+    file: Option<&Path>,
+) -> Result<LocalSettings, ConfigError> {
+    let file = file.unwrap_or(Path::new("[local]"));
+    if let Some(sha) = &local.llama_server_sha256
+        && (sha.len() != 64 || !sha.chars().all(|ch| ch.is_ascii_hexdigit()))
+    {
+        return Err(invalid(
+            file,
+            "local.llama_server_sha256".into(),
+            "must be 64 hexadecimal digits",
+        ));
+    }
+    if local.llama_server_url.is_some() != local.llama_server_sha256.is_some() {
+        return Err(invalid(
+            file,
+            "local.llama_server_url".into(),
+            "llama_server_url and llama_server_sha256 must be set together (a download is always verified)",
+        ));
+    }
+    let ready_timeout = duration(
+        file,
+        "local.ready_timeout".into(),
+        local.ready_timeout.as_deref(),
+        Duration::from_secs(60),
+    )?;
+    Ok(LocalSettings {
+        cache_dir: local.cache_dir,
+        llama_server: local.llama_server,
+        llama_server_url: local.llama_server_url,
+        llama_server_sha256: local.llama_server_sha256.map(|s| s.to_ascii_lowercase()),
+        ready_timeout,
     })
 }
 
@@ -823,15 +858,30 @@ fn local_model(
         dominions,
         DominionKind::Local,
     )?;
+    // Relative paths resolve against the directory of the file that declares them, as
+    // includes do.
+    let beside = |path: &str| -> String {
+        if path.contains("://") || Path::new(path).is_absolute() {
+            return path.to_owned();
+        }
+        match file.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.join(path).display().to_string(),
+            _ => path.to_owned(),
+        }
+    };
     let backend = ModelBackend::Local(LocalLaunch {
-        source: raw.source.clone(),
+        source: beside(&raw.source),
         sha256: raw.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
-        chat_template_file: raw.chat_template_file.clone(),
+        chat_template_file: raw.chat_template_file.as_deref().map(beside),
         gpu_layers,
         flash_attention: raw.flash_attention,
         cache_type_k: raw.cache_type_k.clone(),
         cache_type_v: raw.cache_type_v.clone(),
         parallel,
+        threads: raw
+            .threads
+            .map(|v| small_positive(file, key("threads"), v))
+            .transpose()?,
         vram_gb: raw.vram_gb,
         dominion: raw.dominion.clone(),
     });

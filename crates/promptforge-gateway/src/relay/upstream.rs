@@ -7,7 +7,7 @@ use crate::error::{ApiError, ErrorType};
 use crate::state::Upstream;
 
 /// One outgoing request.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct UpstreamCall<'a> {
     /// The endpoint.
     pub upstream: &'a Upstream,

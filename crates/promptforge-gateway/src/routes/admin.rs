@@ -30,7 +30,33 @@ fn describe(runtime: &Runtime) -> Value {
         "include_chain": chain,
         "web_search": runtime.config.web_search.is_some(),
         "dominions": runtime.dominion_status(),
+        "local_models": local_status(runtime),
     })
+}
+
+/// Each running local child: port, process id, liveness, respawns and dialect.
+fn local_status(runtime: &Runtime) -> Vec<Value> {
+    let Some(local) = runtime.local() else {
+        return Vec::new();
+    };
+    let mut entries: Vec<Value> = local
+        .models()
+        .map(|(name, m)| {
+            json!({
+                "name": name,
+                "port": m.child.spec().port,
+                "pid": m.child.server_pid(),
+                "running": !m.child.is_dead(),
+                "respawns": m.child.respawn_count(),
+                "dialect": match m.dialect {
+                    crate::config::ToolDialect::OpenAi => "openai",
+                    crate::config::ToolDialect::Gemma3ToolCode => "gemma3_tool_code",
+                },
+            })
+        })
+        .collect();
+    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    entries
 }
 
 /// The active profile and its loaded set.
@@ -65,5 +91,11 @@ pub(super) async fn switch_profile(
         Err(SwitchError::Invalid(err)) => {
             Err(ApiError::bad_request("profile_invalid", err.to_string()))
         }
+        Err(SwitchError::Local(err)) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Server,
+            "local_start_failed",
+            err.to_string(),
+        )),
     }
 }

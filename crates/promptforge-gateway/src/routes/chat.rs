@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{RawBody, admit, lookup, parse_body};
+use super::{RawBody, admit, lookup, parse_body, send_routed};
 use crate::config::{ModelKind, ToolDialect};
 use crate::dialect::gemma;
 use crate::error::ApiError;
@@ -100,11 +100,13 @@ pub(super) async fn chat_completions(
     let caller_model = validate(&request)?.to_owned();
     let runtime = state.runtime();
     let model = lookup(&runtime, &caller_model, ModelKind::Chat)?;
-    let Route::Remote {
+    let route = runtime.route(model)?;
+    let Route {
         upstream,
         model: upstream_model,
         admission,
-    } = runtime.route(model)?;
+        ..
+    } = route;
 
     let streaming = request.stream == Some(true);
     let mut out = request.rest;
@@ -136,7 +138,7 @@ pub(super) async fn chat_completions(
     // The slot is held until the response is complete: for a stream, until it ends or the
     // client goes away (the permit lives inside the relay).
     let permit = admit(admission, &headers).await?;
-    let response = relay::send(call).await?;
+    let response = send_routed(&route, call).await?;
 
     if streaming {
         let settings = sse::StreamSettings {

@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::{Map, Value};
 
-use super::{RawBody, admit, lookup, parse_body};
+use super::{RawBody, admit, lookup, parse_body, send_routed};
 use crate::config::ModelKind;
 use crate::error::ApiError;
 use crate::relay::{self, UpstreamCall};
@@ -115,11 +115,13 @@ async fn forward(
         .to_owned();
     let runtime = state.runtime();
     let model = lookup(&runtime, &caller_model, kind)?;
-    let Route::Remote {
+    let route = runtime.route(model)?;
+    let Route {
         upstream,
         model: upstream_model,
         admission,
-    } = runtime.route(model)?;
+        ..
+    } = route;
     let _permit = admit(admission, headers).await?;
     request.insert("model".into(), Value::String(upstream_model.to_owned()));
     let call = UpstreamCall {
@@ -129,7 +131,7 @@ async fn forward(
         streaming: false,
         capability_route: true,
     };
-    let response = relay::send(call).await?;
+    let response = send_routed(&route, call).await?;
     let mut reply = relay::read_json_object(upstream, response).await?;
     if !reply.get(payload).is_some_and(Value::is_array) {
         return Err(ApiError::upstream_protocol(format!(

@@ -20,7 +20,8 @@ use serde_json::json;
 use crate::admission::{self, Admission, Permit};
 use crate::config::{ModelConfig, ModelKind};
 use crate::error::{ApiError, ErrorType};
-use crate::state::{AppState, Runtime};
+use crate::relay::{self, UpstreamCall};
+use crate::state::{AppState, Route, Runtime};
 
 /// Largest request body accepted (images travel inline as base64).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -196,4 +197,26 @@ async fn admit(
     };
     let label = admission::client_label(headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()));
     admission.acquire(&label).await.map(Some)
+}
+
+/// Sends `call` along `route`. For a local model, a transport failure against a dead
+/// child respawns it once (same port and bearer) and retries the request once.
+async fn send_routed(
+    route: &Route<'_>,
+    call: UpstreamCall<'_>,
+) -> Result<reqwest::Response, ApiError> {
+    let Some(child) = route.child else {
+        return relay::send(call).await;
+    };
+    let seen = child.respawn_count();
+    match relay::send(call).await {
+        Err(err) if err.code() == "upstream_transport" => match child.respawn_if_dead(seen).await {
+            Ok(true) => relay::send(call).await,
+            Ok(false) => Err(err),
+            Err(respawn) => Err(ApiError::upstream_transport(format!(
+                "{err}; respawning the child failed: {respawn}"
+            ))),
+        },
+        other => other,
+    }
 }

@@ -1,8 +1,6 @@
 //! Boot: CLI, profiles, env files, interpolation, includes, allowlist, [server] ownership,
 //! strict parsing and model rules.
 
-use serde_json::Value;
-
 use crate::harness::*;
 
 async fn models_of(gw: &Gateway) -> Vec<String> {
@@ -548,17 +546,14 @@ dominion = "gpu0"
     );
     dir.write("gateway.toml", &format!("{boot}{extra}"));
     dir.write("profiles/main.toml", MAIN_PROFILE);
-    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
-    let names = models_of(&gw).await;
-    assert!(names.contains(&"qwen-local".to_owned()) && names.contains(&"bge-local".to_owned()));
-    let req =
-        serde_json::json!({"model": "qwen-local", "messages": [{"role": "user", "content": "x"}]});
-    let (status, body) = gw.post("/v1/chat/completions", &req).await;
-    assert_eq!(
-        (status, body["error"]["code"].clone()),
-        (503, Value::from("local_runtime_unavailable"))
+    // The configuration is valid; provisioning runs before the socket is bound and
+    // refuses the missing binary, so nothing ever listens.
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("[local] llama_server /opt/llama-server is not a file"),
+        "{err}"
     );
-    gw.kill().await;
+    assert!(!err.contains("listening on"), "{err}");
 
     let local = "[[dominion]]\nid = \"gpu0\"\nkind = \"local\"\nvram_gb = 10\n[[dominion]]\nid = \"pool\"\nkind = \"remote\"\n";
     let lm =
@@ -604,6 +599,26 @@ dominion = "gpu0"
     assert_rejected(
         &format!("{local}{lm}max_output = 101\n"),
         &["local_model[l].max_output"],
+    )
+    .await;
+    assert_rejected(
+        &format!("{local}{lm}threads = 0\n"),
+        &["local_model[l].threads", "must be between 1"],
+    )
+    .await;
+    assert_rejected(
+        "[local]\nllama_server_url = \"https://mirror/llama-server\"\n",
+        &["local.llama_server_url", "must be set together"],
+    )
+    .await;
+    assert_rejected(
+        "[local]\nllama_server_url = \"https://mirror/llama-server\"\nllama_server_sha256 = \"xyz\"\n",
+        &["local.llama_server_sha256", "64 hexadecimal digits"],
+    )
+    .await;
+    assert_rejected(
+        "[local]\nready_timeout = \"soon\"\n",
+        &["local.ready_timeout", "is not a duration"],
     )
     .await;
     assert_rejected(

@@ -526,6 +526,11 @@ impl Gateway {
         (gw, dir)
     }
 
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
     /// The gateway's `host:port`.
     pub fn addr(&self) -> String {
         self.url.trim_start_matches("http://").to_owned()

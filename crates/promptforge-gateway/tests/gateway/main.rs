@@ -10,6 +10,7 @@ mod boot;
 mod dominions;
 mod hardening;
 mod harness;
+mod local;
 mod logs;
 mod openai_sdk;
 mod routes;

@@ -1,0 +1,796 @@
+//! Local inference: real `llama-server` children (built by `scripts/build-llama-server.sh`)
+//! serving the real SmolLM2-135M-Instruct GGUF (fetched by `scripts/fetch-smollm2.sh`),
+//! through the gateway. Tests that need the binary or the model print why they skip when
+//! either is absent; the provisioning failures run everywhere.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::harness::*;
+
+const SMOL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn cache() -> PathBuf {
+    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".promptforge")
+}
+
+/// The built `llama-server` and the verified SmolLM2 GGUF, or `None` (with a printed
+/// reason) when either is missing.
+fn real_parts(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let binary = std::env::var_os("PROMPTFORGE_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("llama.cpp/llama-server"));
+    let model = std::env::var_os("PROMPTFORGE_SMOLLM2_GGUF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("models").join(SMOL_FILE));
+    for (what, path, script) in [
+        ("llama-server", &binary, "scripts/build-llama-server.sh"),
+        ("SmolLM2 GGUF", &model, "scripts/fetch-smollm2.sh"),
+    ] {
+        if !path.is_file() {
+            // Under CI, `scripts/test.sh` provisions both: a missing one is a failure there,
+            // so a green CI run never hides a skipped real-model test.
+            let in_ci =
+                std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+            assert!(
+                !in_ci,
+                "{test}: no {what} at {} under CI (run {script})",
+                path.display()
+            );
+            // A skip must be visible in the test output.
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "SKIPPED {test}: no {what} at {} (run {script} from the workspace root)",
+                    path.display()
+                );
+            }
+            return None;
+        }
+    }
+    Some((binary, model))
+}
+
+fn chat_model(name: &str, source: &str, sha: &str) -> String {
+    format!(
+        "\n[[local_model]]\nname = \"{name}\"\ndescription = \"SmolLM2 135M instruct, local\"\nsource = \"{source}\"\nsha256 = \"{sha}\"\ncontext = 2048\nthreads = 1\nparallel = 1\n"
+    )
+}
+
+fn rerank_model(name: &str, source: &str) -> String {
+    format!(
+        "\n[[local_model]]\nname = \"{name}\"\nkind = \"classifier\"\ndescription = \"SmolLM2 as a reranker\"\nsource = \"{source}\"\nsha256 = \"{SMOL_SHA256}\"\ncontext = 2048\nthreads = 1\n"
+    )
+}
+
+fn embed_model(name: &str, source: &str) -> String {
+    format!(
+        "\n[[local_model]]\nname = \"{name}\"\nkind = \"embedding\"\ndescription = \"SmolLM2 as an embedder\"\nsource = \"{source}\"\nsha256 = \"{SMOL_SHA256}\"\ncontext = 2048\nthreads = 1\n"
+    )
+}
+
+/// A config dir: the standard boot file plus `[local]` and `models`.
+fn local_dir(upstream: &Upstream, local: &str, models: &str) -> ConfigDir {
+    let dir = ConfigDir::new();
+    dir.write(
+        "gateway.toml",
+        &format!(
+            "{}\n[local]\n{local}\n{models}",
+            standard_boot(&upstream.url)
+        ),
+    );
+    dir.write("profiles/main.toml", MAIN_PROFILE);
+    dir
+}
+
+fn local_section(binary: Option<&Path>, cache_dir: &Path) -> String {
+    let mut s = format!("cache_dir = \"{}\"\n", cache_dir.display());
+    if let Some(b) = binary {
+        s.push_str(&format!("llama_server = \"{}\"\n", b.display()));
+    }
+    s
+}
+
+/// Every live (non-zombie) descendant of `pid`, with its command line.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut parent: HashMap<u32, u32> = HashMap::new();
+    let mut cmd: HashMap<u32, String> = HashMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        if let Some(pp) = fields.get(1).and_then(|f| f.parse().ok()) {
+            parent.insert(p, pp);
+        }
+        let line = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        cmd.insert(p, String::from_utf8_lossy(&line).replace('\0', " "));
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for (&child, &pp) in &parent {
+            if pp == p {
+                out.push((child, cmd.get(&child).cloned().unwrap_or_default()));
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// The `llama-server` processes under `pid` whose `--alias` is `model` (any when `None`):
+/// the launched servers themselves, not their `sh` guards.
+fn servers(pid: u32, model: Option<&str>) -> Vec<u32> {
+    descendants(pid)
+        .into_iter()
+        .filter(|(_, c)| {
+            !c.starts_with("/bin/sh ")
+                && c.contains(" --api-key-file ")
+                && model.is_none_or(|m| c.contains(&format!(" --alias {m} ")))
+        })
+        .map(|(p, _)| p)
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+async fn all_gone(pids: &[u32]) -> bool {
+    for _ in 0..200 {
+        if pids.iter().all(|p| !alive(*p)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+async fn ask(gw: &Gateway, model: &str) -> (u16, Value) {
+    let req = json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 16,
+        "temperature": 0,
+    });
+    gw.post("/v1/chat/completions", &req).await
+}
+
+fn assert_answer(status: u16, body: &Value, model: &str) {
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], model, "{body}");
+    let content = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!content.trim().is_empty(), "empty answer: {body}");
+}
+
+/// A loopback HTTP server serving fixed files at `/NAME`.
+struct FileServer {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FileServer {
+    async fn start(files: Vec<(&str, Vec<u8>)>) -> Self {
+        let files: Arc<HashMap<String, axum::body::Bytes>> = Arc::new(
+            files
+                .into_iter()
+                .map(|(n, b)| (n.to_owned(), axum::body::Bytes::from(b)))
+                .collect(),
+        );
+        let app = axum::Router::new().route(
+            "/{name}",
+            axum::routing::get(
+                move |axum::extract::Path(name): axum::extract::Path<String>| {
+                    let files = files.clone();
+                    async move {
+                        match files.get(&name) {
+                            Some(b) => Ok(b.clone()),
+                            None => Err(axum::http::StatusCode::NOT_FOUND),
+                        }
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self { url, task }
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn sha_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+// ---- provisioning failures: no llama-server needed ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_file_with_the_wrong_digest_refuses_to_boot() {
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let model = cache_dir.path().join("fake.gguf");
+    std::fs::write(&model, b"not really a model").unwrap();
+    let wrong = "0".repeat(64);
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("l", model.to_str().unwrap(), &wrong),
+    );
+    let err = boot_failure(&dir, "main").await;
+    let actual = sha_hex(b"not really a model");
+    assert!(err.contains("sha256 mismatch"), "{err}");
+    assert!(err.contains(&wrong) && err.contains(&actual), "{err}");
+    assert!(err.contains("local model l"), "{err}");
+
+    // A relative source resolves beside the file that declares it.
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("l", "models/rel.gguf", &wrong),
+    );
+    dir.write("models/rel.gguf", "not really a model");
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("sha256 mismatch") && err.contains(&actual),
+        "{err}"
+    );
+    assert!(
+        err.contains(&dir.path().join("models/rel.gguf").display().to_string()),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_download_with_the_wrong_digest_leaves_nothing_and_refuses_to_boot() {
+    let upstream = Upstream::start().await;
+    let payload: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let actual = sha_hex(&payload);
+    let files = FileServer::start(vec![("m.gguf", payload)]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let wrong = "f".repeat(64);
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("dl", &format!("{}/m.gguf", files.url), &wrong),
+    );
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("sha256 mismatch") && err.contains(&wrong) && err.contains(&actual),
+        "{err}"
+    );
+    assert!(
+        err.contains("download progress") && err.contains("percent=100"),
+        "{err}"
+    );
+    let models = cache_dir.path().join("models");
+    let left: Vec<_> = std::fs::read_dir(&models)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_download_leaves_no_file_that_looks_complete() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = Upstream::start().await;
+    // Declares a megabyte, sends a kilobyte, hangs up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/cut.gguf", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                .await;
+            let _ = socket.write_all(&[7u8; 1024]).await;
+            drop(socket);
+        }
+    });
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("cut", &url, SMOL_SHA256),
+    );
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("download of") && err.contains("cut.gguf failed"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(cache_dir.path().join("models"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_binary_and_plain_http_elsewhere_refuse_to_boot() {
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(None, cache_dir.path()),
+        &chat_model("l", "/nonexistent.gguf", SMOL_SHA256),
+    );
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("no llama-server binary") && err.contains("scripts/build-llama-server.sh"),
+        "{err}"
+    );
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("l", "http://example.invalid/m.gguf", SMOL_SHA256),
+    );
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("plain http:// is allowed only to loopback"),
+        "{err}"
+    );
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(Path::new("/bin/sh")), cache_dir.path()),
+        &chat_model("l", "/nonexistent.gguf", SMOL_SHA256),
+    );
+    let err = boot_failure(&dir, "main").await;
+    assert!(err.contains("/nonexistent.gguf is not a file"), "{err}");
+}
+
+// ---- real llama-server + SmolLM2 ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_streaming_and_embeddings_through_local_children() {
+    let Some((binary, model)) = real_parts("chat_streaming_and_embeddings_through_local_children")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let source = model.to_str().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &format!(
+            "{}{}{}",
+            chat_model("smol", source, SMOL_SHA256),
+            embed_model("smol-embed", source),
+            rerank_model("smol-rerank", source)
+        ),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let logs = gw.logs();
+    assert!(logs.contains("llama-server ready"), "{logs}");
+    // The children's own log lines reach the gateway's log, tagged with the model.
+    assert!(
+        logs.lines().any(|l| l.contains("llama_server:")
+            && l.contains("load_model")
+            && l.contains("model=\"smol\"")),
+        "{logs}"
+    );
+    let (_, status) = gw.get("/admin/status").await;
+    let locals = status["local_models"].as_array().unwrap();
+    assert_eq!(locals.len(), 3, "{status}");
+    assert_eq!(locals[0]["name"], "smol");
+    assert_eq!(locals[0]["dialect"], "gemma3_tool_code", "{status}");
+    assert_eq!(locals[1]["dialect"], "openai", "{status}");
+    assert_eq!(locals[2]["dialect"], "openai", "{status}");
+    assert_eq!(locals[0]["running"], true);
+    assert!(
+        logs.contains("Gemma3ToolCode"),
+        "SmolLM2's template has no tool syntax: {logs}"
+    );
+
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+
+    // Streaming.
+    let req = json!({
+        "model": "smol",
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 12,
+        "stream": true,
+    });
+    let response = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(KEY)
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = tokio::time::timeout(Duration::from_secs(120), response.text())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut content = String::new();
+    for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if line == "[DONE]" {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(chunk["model"], "smol", "{chunk}");
+        if let Some(c) = chunk["choices"][0]["delta"]["content"].as_str() {
+            content.push_str(c);
+        }
+    }
+    assert!(text.contains("data: [DONE]"), "{text}");
+    assert!(!content.is_empty(), "{text}");
+
+    // Tools through the emulated dialect: the model does not call them, but the reply
+    // is a well-formed assistant message.
+    let req = json!({
+        "model": "smol",
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+        "max_tokens": 24,
+    });
+    let (status, body) = gw.post("/v1/chat/completions", &req).await;
+    assert_eq!(status, 200, "{body}");
+    let message = &body["choices"][0]["message"];
+    assert_eq!(message["role"], "assistant", "{body}");
+    assert!(
+        message["content"].is_string() || message["tool_calls"].is_array(),
+        "{body}"
+    );
+
+    // Embeddings on the same GGUF.
+    let (status, body) = gw
+        .post(
+            "/v1/embeddings",
+            &json!({"model": "smol-embed", "input": ["hello", "world"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], "smol-embed");
+    let data = body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2, "{body}");
+    assert!(
+        data[0]["embedding"]
+            .as_array()
+            .is_some_and(|e| e.len() > 100),
+        "{body}"
+    );
+
+    // Rerank with `kind = "classifier"` on the same GGUF (`--reranking`).
+    let (status, body) = gw
+        .post(
+            "/v1/rerank",
+            &json!({"model": "smol-rerank", "query": "capital of France", "documents": ["Paris is the capital of France", "Bananas are yellow"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], "smol-rerank");
+    assert_eq!(body["results"].as_array().map(Vec::len), Some(2), "{body}");
+
+    // Kind checks are the remote ones.
+    let (status, body) = ask(&gw, "smol-embed").await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("kind_mismatch"))
+    );
+
+    // The bearer never reaches a command line.
+    for (_, cmdline) in descendants(gw.pid()) {
+        assert!(
+            cmdline.contains("--api-key-file") || !cmdline.contains("llama-server"),
+            "{cmdline}"
+        );
+        assert!(!cmdline.contains("--api-key "), "{cmdline}");
+    }
+    gw.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sigkilled_child_is_respawned_and_the_request_succeeds() {
+    let Some((binary, model)) =
+        real_parts("a_sigkilled_child_is_respawned_and_the_request_succeeds")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let before = servers(gw.pid(), Some("smol"));
+    assert_eq!(before.len(), 1, "{:?}", descendants(gw.pid()));
+    signal(before[0], "-KILL");
+    assert!(all_gone(&before).await);
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+    let after = servers(gw.pid(), Some("smol"));
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before);
+    assert!(gw.logs().contains("respawning"), "{}", gw.logs());
+    let (_, status) = gw.get("/admin/status").await;
+    assert_eq!(status["local_models"][0]["respawns"], 1, "{status}");
+    assert_eq!(status["local_models"][0]["pid"], after[0], "{status}");
+    gw.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_child_outlives_a_sigtermed_or_sigkilled_gateway() {
+    let Some((binary, model)) = real_parts("no_child_outlives_a_sigtermed_or_sigkilled_gateway")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
+    );
+    for sig in ["-TERM", "-KILL"] {
+        let mut gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+        let family: Vec<u32> = descendants(gw.pid()).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(servers(gw.pid(), None).len(), 1);
+        if sig == "-TERM" {
+            assert_eq!(gw.terminate().await, Some(0));
+        } else {
+            signal(gw.pid(), sig);
+            gw.terminate_wait().await;
+        }
+        assert!(all_gone(&family).await, "{sig}: survivors {family:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profile_switch_stops_old_children_and_rolls_back_a_failed_start() {
+    let Some((binary, model)) =
+        real_parts("a_profile_switch_stops_old_children_and_rolls_back_a_failed_start")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
+    );
+    dir.write(
+        "profiles/remote.toml",
+        "include = [\"../gateway.toml\"]\nmodels = [\"fast-draft\"]\n",
+    );
+    let bogus = dir.write("bogus.gguf", "this is not a GGUF file\n");
+    dir.write(
+        "profiles/broken.toml",
+        &format!(
+            "include = [\"../gateway.toml\"]\nmodels = [\"bad\"]\n{}",
+            chat_model(
+                "bad",
+                bogus.to_str().unwrap(),
+                &sha_hex(b"this is not a GGUF file\n")
+            )
+        ),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let first = servers(gw.pid(), Some("smol"));
+    assert_eq!(first.len(), 1);
+
+    let (code, reply) = gw
+        .post("/admin/switch-profile", &json!({"name": "remote"}))
+        .await;
+    assert_eq!(code, 200, "{reply}");
+    assert!(all_gone(&first).await, "the old child survived the switch");
+    assert!(servers(gw.pid(), None).is_empty());
+
+    let (code, reply) = gw
+        .post("/admin/switch-profile", &json!({"name": "main"}))
+        .await;
+    assert_eq!(code, 200, "{reply}");
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+    let second = servers(gw.pid(), Some("smol"));
+    assert_eq!(second.len(), 1);
+
+    // A new child that cannot start: the old set is restarted and keeps serving.
+    let (code, reply) = gw
+        .post("/admin/switch-profile", &json!({"name": "broken"}))
+        .await;
+    assert_eq!(
+        (code, reply["error"]["code"].clone()),
+        (503, json!("local_start_failed")),
+        "{reply}"
+    );
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("local model bad") && message.contains("last stderr lines"),
+        "{message}"
+    );
+    let (_, status) = gw.get("/admin/status").await;
+    assert_eq!(status["profile"], "main");
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+    assert!(servers(gw.pid(), Some("bad")).is_empty());
+    gw.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_that_cannot_start_fails_the_boot_with_its_stderr() {
+    let Some((binary, _)) = real_parts("a_child_that_cannot_start_fails_the_boot_with_its_stderr")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = ConfigDir::new();
+    let bogus = dir.write("bogus.gguf", "this is not a GGUF file\n");
+    let models = chat_model(
+        "bad",
+        bogus.to_str().unwrap(),
+        &sha_hex(b"this is not a GGUF file\n"),
+    );
+    dir.write(
+        "gateway.toml",
+        &format!(
+            "{}\n[local]\n{}\n{models}",
+            standard_boot(&upstream.url),
+            local_section(Some(&binary), cache_dir.path())
+        ),
+    );
+    dir.write("profiles/main.toml", MAIN_PROFILE);
+    let err = boot_failure(&dir, "main").await;
+    assert!(
+        err.contains("local model bad: llama-server exited before it was ready"),
+        "{err}"
+    );
+    assert!(err.contains("last stderr lines:\n"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn binary_and_model_download_from_loopback_then_the_cache_is_reused() {
+    let Some((binary, model)) =
+        real_parts("binary_and_model_download_from_loopback_then_the_cache_is_reused")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let binary_bytes = std::fs::read(&binary).unwrap();
+    let binary_sha = sha_hex(&binary_bytes);
+    let files = FileServer::start(vec![
+        ("llama-server", binary_bytes),
+        (SMOL_FILE, std::fs::read(&model).unwrap()),
+    ])
+    .await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let local = format!(
+        "cache_dir = \"{}\"\nllama_server_url = \"{}/llama-server\"\nllama_server_sha256 = \"{binary_sha}\"\n",
+        cache_dir.path().display(),
+        files.url
+    );
+    let dir = local_dir(
+        &upstream,
+        &local,
+        &chat_model("smol", &format!("{}/{SMOL_FILE}", files.url), SMOL_SHA256),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let logs = gw.logs();
+    assert!(logs.contains("installed llama-server"), "{logs}");
+    assert!(
+        logs.contains("download progress") && logs.contains("percent=100"),
+        "{logs}"
+    );
+    assert!(cache_dir.path().join("llama.cpp/llama-server").is_file());
+    assert!(cache_dir.path().join("models").join(SMOL_FILE).is_file());
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+    gw.kill().await;
+
+    // A second boot downloads nothing.
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let logs = gw.logs();
+    assert!(logs.contains("reusing cached model"), "{logs}");
+    assert!(!logs.contains("download started"), "{logs}");
+    gw.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_dominion_governs_admission_of_its_models() {
+    let Some((binary, model)) = real_parts("a_local_dominion_governs_admission_of_its_models")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let models = format!(
+        "\n[[dominion]]\nid = \"cpu\"\nkind = \"local\"\nmax_concurrency = 1\npolicy = \"reject\"\n{}dominion = \"cpu\"\n",
+        chat_model("smol", model.to_str().unwrap(), SMOL_SHA256)
+    );
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &models,
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    // A long stream holds the dominion's only slot until it ends (thousands of tokens:
+    // far longer than the requests below take).
+    let req = json!({
+        "model": "smol",
+        "messages": [{"role": "user", "content": "Tell a very long story."}],
+        "max_tokens": 1900,
+        "ignore_eos": true,
+        "stream": true,
+    });
+    let held = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(KEY)
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(held.status(), 200);
+    let (_, status) = gw.get("/admin/status").await;
+    let cpu = status["dominions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "cpu")
+        .cloned()
+        .unwrap();
+    assert_eq!(cpu["in_flight"], 1, "{status}");
+    let (code, body) = ask(&gw, "smol").await;
+    assert_eq!(
+        (code, body["error"]["code"].clone()),
+        (429, json!("queue_rejected")),
+        "{body}"
+    );
+    drop(held);
+    gw.kill().await;
+}
