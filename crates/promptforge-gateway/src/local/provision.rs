@@ -5,7 +5,8 @@
 //! `<cache_dir>/llama.cpp/llama-server` (what `scripts/build-llama-server.sh` builds);
 //! else `[local] llama_server_url` is downloaded, verified against
 //! `llama_server_sha256` and installed there (a `.tar.gz`/`.tgz` archive is unpacked and
-//! its `llama-server` taken; any other download is the binary itself).
+//! its `llama-server` taken, a regular file only, no symbolic link followed; any other
+//! download is the binary itself).
 //!
 //! GGUF `source`: `https://` (or `http://` to loopback only), `file://`, or a local path.
 //! Downloads stream into `<cache_dir>/models/<file name>.part`, are hashed on the way,
@@ -164,15 +165,20 @@ fn unpack_binary(archive: &Path, dir: &Path, staged: &Path) -> Result<(), Provis
     result
 }
 
+/// The first regular file called `name` under `dir` (at most `depth` levels down).
+/// Symbolic links are never followed nor taken: an archive's link could otherwise make
+/// the install move or chmod a file outside the scratch directory.
 fn find_named(dir: &Path, name: &str, depth: u32) -> Option<PathBuf> {
     let entries = std::fs::read_dir(dir).ok()?;
     let mut dirs = Vec::new();
     for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            dirs.push(path);
-        } else if entry.file_name() == name {
-            return Some(path);
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            dirs.push(entry.path());
+        } else if kind.is_file() && entry.file_name() == name {
+            return Some(entry.path());
         }
     }
     if depth == 0 {

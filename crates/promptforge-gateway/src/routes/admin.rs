@@ -34,7 +34,8 @@ fn describe(runtime: &Runtime) -> Value {
     })
 }
 
-/// Each running local child: port, process id, liveness, respawns and dialect.
+/// Each running local child: port, process id, liveness, respawns, dialect and, without a
+/// dominion, its own queue (in flight, waiting, limits).
 fn local_status(runtime: &Runtime) -> Vec<Value> {
     let Some(local) = runtime.local() else {
         return Vec::new();
@@ -48,6 +49,8 @@ fn local_status(runtime: &Runtime) -> Vec<Value> {
                 "pid": m.child.server_pid(),
                 "running": !m.child.is_dead(),
                 "respawns": m.child.respawn_count(),
+                // The model's own queue; `null` when a dominion governs it.
+                "queue": m.admission.as_ref().map(crate::admission::Admission::snapshot),
                 "dialect": match m.dialect {
                     crate::config::ToolDialect::OpenAi => "openai",
                     crate::config::ToolDialect::Gemma3ToolCode => "gemma3_tool_code",

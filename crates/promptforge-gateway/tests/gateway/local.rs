@@ -785,6 +785,11 @@ async fn a_local_dominion_governs_admission_of_its_models() {
         .cloned()
         .unwrap();
     assert_eq!(cpu["in_flight"], 1, "{status}");
+    // Bound to a dominion, the model has no queue of its own.
+    assert!(
+        local_entry(&gw, "smol").await["queue"].is_null(),
+        "{status}"
+    );
     let (code, body) = ask(&gw, "smol").await;
     assert_eq!(
         (code, body["error"]["code"].clone()),
@@ -793,4 +798,317 @@ async fn a_local_dominion_governs_admission_of_its_models() {
     );
     drop(held);
     gw.kill().await;
+}
+
+/// The `local_models` entry of `model` in `/admin/status`.
+async fn local_entry(gw: &Gateway, model: &str) -> Value {
+    let (code, status) = gw.get("/admin/status").await;
+    assert_eq!(code, 200, "{status}");
+    status["local_models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == model)
+        .cloned()
+        .unwrap_or_else(|| panic!("no local model {model}: {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_model_without_a_dominion_queues_past_its_slot_then_answers() {
+    let Some((binary, model)) =
+        real_parts("a_local_model_without_a_dominion_queues_past_its_slot_then_answers")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    // `parallel = 1`, no dominion: the model's own queue, 1 slot and 100 waiting.
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let queue = local_entry(&gw, "smol").await["queue"].clone();
+    assert_eq!(
+        (
+            &queue["max_concurrency"],
+            &queue["max_queue"],
+            &queue["in_flight"],
+            &queue["waiting"]
+        ),
+        (&json!(1), &json!(100), &json!(0), &json!(0)),
+        "{queue}"
+    );
+
+    // A long stream holds the only slot until it ends or its client goes away
+    // (thousands of tokens: far longer than queueing the requests below takes).
+    let long = json!({
+        "model": "smol",
+        "messages": [{"role": "user", "content": "Tell a very long story."}],
+        "max_tokens": 1900,
+        "ignore_eos": true,
+        "stream": true,
+    });
+    let held = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(KEY)
+        .json(&long)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(held.status(), 200);
+    assert_eq!(local_entry(&gw, "smol").await["queue"]["in_flight"], 1);
+
+    let short = json!({
+        "model": "smol",
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 4,
+        "temperature": 0,
+    });
+    let waiters =
+        futures::future::join_all((0..100).map(|_| gw.post("/v1/chat/completions", &short)));
+    let overflow = async {
+        // Every one of the 100 waits in the gateway's queue (none reached the child).
+        let queued = eventually_async(|| async {
+            let q = local_entry(&gw, "smol").await["queue"].clone();
+            q["waiting"] == 100 && q["in_flight"] == 1
+        })
+        .await;
+        assert!(queued, "{}", local_entry(&gw, "smol").await["queue"]);
+        // One more is refused with the documented error, at once.
+        let (code, body) = gw.post("/v1/chat/completions", &short).await;
+        assert_eq!(
+            (code, body["error"]["code"].clone()),
+            (503, json!("queue_full")),
+            "{body}"
+        );
+        assert_eq!(local_entry(&gw, "smol").await["queue"]["waiting"], 100);
+        // The holder goes away: its slot passes down the queue.
+        drop(held);
+    };
+    let (answers, ()) = tokio::time::timeout(Duration::from_secs(600), async {
+        tokio::join!(waiters, overflow)
+    })
+    .await
+    .expect("the queued requests were not all answered");
+    assert_eq!(answers.len(), 100);
+    for (status, body) in &answers {
+        assert_answer(*status, body, "smol");
+    }
+    let queue = local_entry(&gw, "smol").await["queue"].clone();
+    assert_eq!(
+        (&queue["in_flight"], &queue["waiting"]),
+        (&json!(0), &json!(0)),
+        "{queue}"
+    );
+    gw.kill().await;
+}
+
+/// A `.tar.gz` of `files` (relative path, bytes, mode) made with the system `tar`.
+fn tar_gz(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
+    use std::os::unix::fs::PermissionsExt;
+    let src = tempfile::tempdir().unwrap();
+    for (rel, bytes, mode) in files {
+        let path = src.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let archive = out.path().join("a.tar.gz");
+    let status = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(src.path())
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read(&archive).unwrap()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tar_gz_llama_server_is_verified_unpacked_made_executable_and_reused() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((binary, model)) =
+        real_parts("a_tar_gz_llama_server_is_verified_unpacked_made_executable_and_reused")
+    else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let binary_bytes = std::fs::read(&binary).unwrap();
+    // Laid out like a release archive: nested, beside other files, and not executable in
+    // the archive (the install makes it so).
+    let archive = tar_gz(&[
+        ("llama-b0000/bin/llama-server", &binary_bytes, 0o644),
+        ("llama-b0000/bin/llama-cli", b"#!/bin/sh\nexit 1\n", 0o755),
+        ("llama-b0000/LICENSE", b"MIT\n", 0o644),
+    ]);
+    let archive_sha = sha_hex(&archive);
+    let files = FileServer::start(vec![("llama-b0000-bin-linux.tar.gz", archive)]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let local = format!(
+        "cache_dir = \"{}\"\nllama_server_url = \"{}/llama-b0000-bin-linux.tar.gz\"\nllama_server_sha256 = \"{archive_sha}\"\n",
+        cache_dir.path().display(),
+        files.url
+    );
+    let dir = local_dir(
+        &upstream,
+        &local,
+        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let logs = gw.logs();
+    assert!(logs.contains("installed llama-server"), "{logs}");
+    let llama_dir = cache_dir.path().join("llama.cpp");
+    let installed = llama_dir.join("llama-server");
+    // Only the binary is left: no download, part file or unpack scratch directory.
+    assert_eq!(entries(&llama_dir), vec!["llama-server"]);
+    assert!(std::fs::read(&installed).unwrap() == binary_bytes);
+    let mode = std::fs::metadata(&installed).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "not executable: {mode:o}");
+    // The gateway runs the installed binary.
+    let (_, status) = gw.get("/admin/status").await;
+    let pid = status["local_models"][0]["pid"].as_u64().unwrap();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, installed, "{status}");
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+    gw.kill().await;
+
+    // The next boot reuses the install: the mirror is gone and nothing is downloaded.
+    drop(files);
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let logs = gw.logs();
+    assert!(!logs.contains("installed llama-server"), "{logs}");
+    assert!(!logs.contains("download started"), "{logs}");
+    assert_eq!(entries(&llama_dir), vec!["llama-server"]);
+    let (status, body) = ask(&gw, "smol").await;
+    assert_answer(status, &body, "smol");
+    gw.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tar_gz_llama_server_with_the_wrong_digest_or_no_binary_leaves_nothing() {
+    let upstream = Upstream::start().await;
+    let script = b"#!/bin/sh\necho fake llama-server\n";
+    let good = tar_gz(&[("bin/llama-server", script, 0o755)]);
+    let good_sha = sha_hex(&good);
+    let empty = tar_gz(&[("bin/llama-cli", script, 0o755)]);
+    let empty_sha = sha_hex(&empty);
+    let files = FileServer::start(vec![("good.tar.gz", good), ("empty.tgz", empty)]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let fake_model = cache_dir.path().join("fake.gguf");
+    std::fs::write(&fake_model, b"never read").unwrap();
+    let llama_dir = cache_dir.path().join("llama.cpp");
+    let boot = |file: &str, sha: &str| {
+        local_dir(
+            &upstream,
+            &format!(
+                "cache_dir = \"{}\"\nllama_server_url = \"{}/{file}\"\nllama_server_sha256 = \"{sha}\"\n",
+                cache_dir.path().display(),
+                files.url
+            ),
+            &chat_model("l", fake_model.to_str().unwrap(), &"0".repeat(64)),
+        )
+    };
+
+    // The archive's digest is not the pinned one: refused before unpacking.
+    let wrong = "e".repeat(64);
+    let err = boot_failure(&boot("good.tar.gz", &wrong), "main").await;
+    assert!(
+        err.contains("sha256 mismatch") && err.contains(&wrong) && err.contains(&good_sha),
+        "{err}"
+    );
+    assert!(err.contains("llama-server"), "{err}");
+    assert_eq!(entries(&llama_dir), Vec::<String>::new());
+
+    // A verified archive without a llama-server: refused, nothing left either.
+    let err = boot_failure(&boot("empty.tgz", &empty_sha), "main").await;
+    assert!(err.contains("the archive holds no llama-server"), "{err}");
+    assert_eq!(entries(&llama_dir), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tar_gz_whose_llama_server_is_a_symlink_touches_nothing_outside() {
+    use std::os::unix::fs::PermissionsExt;
+    let upstream = Upstream::start().await;
+    // Files outside the cache that an archive's symlinks point at.
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, b"not a binary").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = outside.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("llama-server"), b"someone else's").unwrap();
+    let archives: Vec<(&str, Vec<u8>)> = [
+        ("file-link.tar.gz", "bin/llama-server", &victim),
+        ("dir-link.tar.gz", "bin", &elsewhere),
+    ]
+    .into_iter()
+    .map(|(name, link, target)| {
+        let src = tempfile::tempdir().unwrap();
+        let path = src.path().join("pkg").join(link);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, &path).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let archive = out.path().join(name);
+        let status = std::process::Command::new("tar")
+            .arg("czf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(src.path())
+            .arg("pkg")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        (name, std::fs::read(&archive).unwrap())
+    })
+    .collect();
+    let shas: HashMap<&str, String> = archives.iter().map(|(n, b)| (*n, sha_hex(b))).collect();
+    let files = FileServer::start(archives).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let fake_model = cache_dir.path().join("fake.gguf");
+    std::fs::write(&fake_model, b"never read").unwrap();
+    let llama_dir = cache_dir.path().join("llama.cpp");
+    for name in ["file-link.tar.gz", "dir-link.tar.gz"] {
+        let dir = local_dir(
+            &upstream,
+            &format!(
+                "cache_dir = \"{}\"\nllama_server_url = \"{}/{name}\"\nllama_server_sha256 = \"{}\"\n",
+                cache_dir.path().display(),
+                files.url,
+                shas[name]
+            ),
+            &chat_model("l", fake_model.to_str().unwrap(), &"0".repeat(64)),
+        );
+        let err = boot_failure(&dir, "main").await;
+        assert!(
+            err.contains("the archive holds no llama-server"),
+            "{name}: {err}"
+        );
+        assert_eq!(entries(&llama_dir), Vec::<String>::new(), "{name}");
+    }
+    // Neither the linked file's mode nor the linked directory's content changed.
+    let mode = std::fs::metadata(&victim).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    assert_eq!(
+        std::fs::read(elsewhere.join("llama-server")).unwrap(),
+        b"someone else's"
+    );
 }
