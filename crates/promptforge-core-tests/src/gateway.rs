@@ -213,6 +213,69 @@ impl GatewayGuard {
     }
 }
 
+/// How long [`wait_gone`] waits for the gateway's descendants to exit after the guard drops.
+pub const CHILDREN_GONE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The live (non-zombie) state of a process, from `/proc/<pid>/stat`: `(ppid, alive)`.
+fn proc_stat(pid: u32) -> Option<(u32, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state != "Z" && state != "X"))
+}
+
+/// Every live descendant of `pid` (read from `/proc`).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Some((pp, true)) = proc_stat(p) {
+                parent.push((p, pp));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(child, pp) in &parent {
+            if pp == p && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Waits until none of `pids` is alive (bounded by [`CHILDREN_GONE_TIMEOUT`]); returns the
+/// ones still alive.
+pub fn wait_gone(pids: &[u32]) -> Vec<u32> {
+    let deadline = Instant::now() + CHILDREN_GONE_TIMEOUT;
+    loop {
+        let alive: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|&p| proc_stat(p).is_some_and(|(_, alive)| alive))
+            .collect();
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl GatewayGuard {
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for GatewayGuard {
     fn drop(&mut self) {
         if let Ok(Some(_)) = self.child.try_wait() {

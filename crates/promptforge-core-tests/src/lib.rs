@@ -27,13 +27,20 @@ pub async fn run_scenarios(only: &[String]) -> Result<(String, bool), ScenarioEr
     let boot = started.elapsed();
     let harness = scenarios::Harness::new(guard).await?;
     let rows = scenarios::run_all(&harness, only).await;
+    let (pid, children) = harness.processes();
     drop(harness);
+    let descendants = children.len();
+    let mut processes = children;
+    processes.push(pid);
+    let alive = tokio::task::spawn_blocking(move || gateway::wait_gone(&processes))
+        .await
+        .map_err(|e| ScenarioError::Setup(format!("waiting for the gateway to stop: {e}")))?;
     if rows.is_empty() {
         return Err(ScenarioError::Setup(format!(
             "no scenario matches {only:?}"
         )));
     }
-    let passed = rows.iter().all(|r| r.outcome.is_ok());
+    let passed = rows.iter().all(|r| r.outcome.is_ok()) && alive.is_empty();
     let failed = rows.iter().filter(|r| r.outcome.is_err()).count();
     let mut report = scenarios::table(&rows);
     report.push_str(&format!(
@@ -42,5 +49,14 @@ pub async fn run_scenarios(only: &[String]) -> Result<(String, bool), ScenarioEr
         boot.as_secs_f64(),
         started.elapsed().as_secs_f64()
     ));
+    if alive.is_empty() {
+        report.push_str(&format!(
+            "gateway {pid} and its {descendants} descendant process(es) stopped\n"
+        ));
+    } else {
+        report.push_str(&format!(
+            "FAIL: processes still alive after the guard dropped: {alive:?}\n"
+        ));
+    }
     Ok((report, passed))
 }

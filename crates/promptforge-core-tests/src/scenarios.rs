@@ -118,6 +118,13 @@ impl Harness {
         })
     }
 
+    /// The gateway's process id and its live descendants (the llama-server guards and
+    /// servers).
+    pub fn processes(&self) -> (u32, Vec<u32>) {
+        let pid = self.gateway.pid();
+        (pid, crate::gateway::descendants(pid))
+    }
+
     /// Parses `scenarios/<name>` and runs it with `input`, recording what it saw.
     pub async fn run_prompt(&self, name: &str, input: &str) -> Result<Ran, ScenarioError> {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
