@@ -21,6 +21,13 @@ pub enum ScenarioError {
 /// Starts the gateway, runs the scenarios named in `only` (all when empty), and returns the
 /// report text and whether every scenario passed. The gateway is stopped before returning.
 pub async fn run_scenarios(only: &[String]) -> Result<(String, bool), ScenarioError> {
+    let known: Vec<&str> = scenarios::all().into_iter().map(|(name, _)| name).collect();
+    if let Some(unknown) = only.iter().find(|o| !known.contains(&o.as_str())) {
+        return Err(ScenarioError::Setup(format!(
+            "no scenario named `{unknown}`; scenarios: {}",
+            known.join(", ")
+        )));
+    }
     let started = Instant::now();
     let parts = gateway::Parts::locate()?;
     let guard = gateway::GatewayGuard::start(&parts).await?;
