@@ -29,3 +29,8 @@ scripts/build-llama-server.sh
 scripts/fetch-smollm2.sh >/dev/null
 
 cargo test --workspace --locked "$@"
+
+# promptforge-core-tests' real-model scenarios: SmolLM2 through a real gateway (the binary
+# is looked up beside the scenario runner, so build it in the same profile first).
+cargo build -p promptforge-gateway --locked
+cargo run -p promptforge-core-tests --locked -- scenarios

@@ -1,0 +1,34 @@
+//! The scenario prompts parse offline, and every file in `scenarios/` belongs to a scenario.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use promptforge_core::{NullObserver, Prompt};
+
+#[test]
+fn every_scenario_prompt_parses_and_binds_the_profile_model() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    files.sort();
+    let names: Vec<&str> = promptforge_core_tests::scenarios::all()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    for file in &files {
+        let source = std::fs::read_to_string(dir.join(file)).unwrap();
+        Prompt::parse_named(file, &source, "check", &NullObserver)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            source.contains(promptforge_core_tests::gateway::MODEL_DESCRIPTION),
+            "{file} does not bind the profile's model description"
+        );
+        let stem = file.trim_end_matches(".md");
+        assert!(names.contains(&stem), "{file} is not run by any scenario");
+    }
+    // The raw streaming scenario is the only one without a prompt file.
+    assert_eq!(files.len() + 1, names.len(), "{files:?} vs {names:?}");
+}

@@ -1,0 +1,125 @@
+//! A scripted OpenAI-compatible upstream on loopback for the model fixtures: it lists one
+//! chat model, replays `<name>.script.json` in order and records every request.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value as Json, json};
+
+pub const KEY: &str = "fixture-key";
+pub const MODEL: &str = "chat-general";
+
+#[derive(Default)]
+struct Script {
+    replies: Mutex<VecDeque<Json>>,
+    requests: Mutex<Vec<Json>>,
+}
+
+/// The scripted upstream; stopped when dropped.
+pub struct Upstream {
+    pub url: String,
+    script: Arc<Script>,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Turns a script entry (`{"text": ...}` or `{"calls": [[name, args], ...]}`) into a chat
+/// completion body.
+fn completion(entry: &Json) -> Json {
+    if let Some(text) = entry["text"].as_str() {
+        return json!({"id": "x", "object": "chat.completion", "model": MODEL,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}]});
+    }
+    let calls: Vec<Json> = entry["calls"]
+        .as_array()
+        .expect("a script entry has `text` or `calls`")
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            json!({"id": format!("call_{i}"), "type": "function",
+                   "function": {"name": call[0], "arguments": call[1]}})
+        })
+        .collect();
+    json!({"id": "x", "object": "chat.completion", "model": MODEL,
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": null, "tool_calls": calls}}]})
+}
+
+impl Upstream {
+    pub async fn start(script: &[Json]) -> Self {
+        let state = Arc::new(Script::default());
+        *state.replies.lock().unwrap() = script.iter().map(completion).collect();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .with_state(Arc::clone(&state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+        });
+        Self {
+            url,
+            script: state,
+            _shutdown: tx,
+        }
+    }
+
+    pub fn requests(&self) -> Vec<Json> {
+        self.script.requests.lock().unwrap().clone()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.script.replies.lock().unwrap().len()
+    }
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {KEY}"))
+}
+
+async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: String) -> Response {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    script
+        .requests
+        .lock()
+        .unwrap()
+        .push(serde_json::from_str(&body).unwrap());
+    let next = script.replies.lock().unwrap().pop_front();
+    match next {
+        Some(reply) => axum::Json(reply).into_response(),
+        None => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"error": {"message": "script exhausted"}})),
+        )
+            .into_response(),
+    }
+}
+
+async fn models(headers: HeaderMap) -> Response {
+    if !authorized(&headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    axum::Json(json!({"object": "list", "data": [
+        {"id": MODEL, "object": "model", "kind": "chat",
+         "description": "A general chat model", "context": 8192, "thinking": "never"}
+    ]}))
+    .into_response()
+}
