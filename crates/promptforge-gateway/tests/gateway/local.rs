@@ -760,22 +760,7 @@ async fn a_local_dominion_governs_admission_of_its_models() {
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
     // A long stream holds the dominion's only slot until it ends (thousands of tokens:
     // far longer than the requests below take).
-    let req = json!({
-        "model": "smol",
-        "messages": [{"role": "user", "content": "Tell a very long story."}],
-        "max_tokens": 1900,
-        "ignore_eos": true,
-        "stream": true,
-    });
-    let held = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&req)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(held.status(), 200);
+    let held = hold_the_slot(&gw, "smol").await;
     let (_, status) = gw.get("/admin/status").await;
     let cpu = status["dominions"]
         .as_array()
@@ -843,22 +828,7 @@ async fn a_local_model_without_a_dominion_queues_past_its_slot_then_answers() {
 
     // A long stream holds the only slot until it ends or its client goes away
     // (thousands of tokens: far longer than queueing the requests below takes).
-    let long = json!({
-        "model": "smol",
-        "messages": [{"role": "user", "content": "Tell a very long story."}],
-        "max_tokens": 1900,
-        "ignore_eos": true,
-        "stream": true,
-    });
-    let held = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&long)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(held.status(), 200);
+    let held = hold_the_slot(&gw, "smol").await;
     assert_eq!(local_entry(&gw, "smol").await["queue"]["in_flight"], 1);
 
     let short = json!({
@@ -1111,4 +1081,26 @@ async fn a_tar_gz_whose_llama_server_is_a_symlink_touches_nothing_outside() {
         std::fs::read(elsewhere.join("llama-server")).unwrap(),
         b"someone else's"
     );
+}
+
+/// Starts a long stream (1,900 tokens, `ignore_eos`) on `model` that holds its one slot
+/// until it ends or the returned response is dropped; asserts it was admitted.
+async fn hold_the_slot(gw: &Gateway, model: &str) -> reqwest::Response {
+    let long = json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "Tell a very long story."}],
+        "max_tokens": 1900,
+        "ignore_eos": true,
+        "stream": true,
+    });
+    let held = gw
+        .client
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth(KEY)
+        .json(&long)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(held.status(), 200);
+    held
 }
