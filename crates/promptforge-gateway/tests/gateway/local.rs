@@ -538,13 +538,7 @@ async fn a_sigkilled_child_is_respawned_and_the_request_succeeds() {
     else {
         return;
     };
-    let upstream = Upstream::start().await;
-    let cache_dir = tempfile::tempdir().unwrap();
-    let dir = local_dir(
-        &upstream,
-        &local_section(Some(&binary), cache_dir.path()),
-        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
-    );
+    let (_upstream, _cache_dir, dir) = smol_dir(&binary, &model).await;
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
     let before = servers(gw.pid(), Some("smol"));
     assert_eq!(before.len(), 1, "{:?}", descendants(gw.pid()));
@@ -568,13 +562,7 @@ async fn no_child_outlives_a_sigtermed_or_sigkilled_gateway() {
     else {
         return;
     };
-    let upstream = Upstream::start().await;
-    let cache_dir = tempfile::tempdir().unwrap();
-    let dir = local_dir(
-        &upstream,
-        &local_section(Some(&binary), cache_dir.path()),
-        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
-    );
+    let (_upstream, _cache_dir, dir) = smol_dir(&binary, &model).await;
     for sig in ["-TERM", "-KILL"] {
         let mut gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
         let family: Vec<u32> = descendants(gw.pid()).into_iter().map(|(p, _)| p).collect();
@@ -596,13 +584,7 @@ async fn a_profile_switch_stops_old_children_and_rolls_back_a_failed_start() {
     else {
         return;
     };
-    let upstream = Upstream::start().await;
-    let cache_dir = tempfile::tempdir().unwrap();
-    let dir = local_dir(
-        &upstream,
-        &local_section(Some(&binary), cache_dir.path()),
-        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
-    );
+    let (_upstream, _cache_dir, dir) = smol_dir(&binary, &model).await;
     dir.write(
         "profiles/remote.toml",
         "include = [\"../gateway.toml\"]\nmodels = [\"fast-draft\"]\n",
@@ -805,14 +787,8 @@ async fn a_local_model_without_a_dominion_queues_past_its_slot_then_answers() {
     else {
         return;
     };
-    let upstream = Upstream::start().await;
-    let cache_dir = tempfile::tempdir().unwrap();
     // `parallel = 1`, no dominion: the model's own queue, 1 slot and 100 waiting.
-    let dir = local_dir(
-        &upstream,
-        &local_section(Some(&binary), cache_dir.path()),
-        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
-    );
+    let (_upstream, _cache_dir, dir) = smol_dir(&binary, &model).await;
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
     let queue = local_entry(&gw, "smol").await["queue"].clone();
     assert_eq!(
@@ -1103,4 +1079,21 @@ async fn hold_the_slot(gw: &Gateway, model: &str) -> reqwest::Response {
         .unwrap();
     assert_eq!(held.status(), 200);
     held
+}
+
+/// A scripted upstream, a fresh cache directory and a configuration with the one local
+/// chat model `smol` (SmolLM2, one thread, one slot, no dominion) on the real binary; keep
+/// all three alive for the test's length.
+async fn smol_dir(
+    binary: &std::path::Path,
+    model: &std::path::Path,
+) -> (Upstream, tempfile::TempDir, ConfigDir) {
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = local_dir(
+        &upstream,
+        &local_section(Some(binary), cache_dir.path()),
+        &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
+    );
+    (upstream, cache_dir, dir)
 }
