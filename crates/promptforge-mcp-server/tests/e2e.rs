@@ -20,15 +20,22 @@ async fn fixture(knobs: &Knobs) -> (tempfile::TempDir, Upstream, std::path::Path
     (dir, upstream, config)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stdio_basics_with_the_default_connection_and_the_classic_handshake() {
+/// Runs the Python `scenario` once per connection `mode` against a server spawned over
+/// stdio by the client; `prepare` may add files to the fixture first.
+async fn over_stdio(
+    name: &str,
+    modes: &[&str],
+    knobs: Knobs,
+    prepare: impl FnOnce(&std::path::Path),
+) {
     if python().is_none() {
         return skip(NO_VENV);
     }
-    let (dir, upstream, config) = fixture(&Knobs::default()).await;
-    for mode in ["auto", "legacy"] {
+    let (dir, upstream, config) = fixture(&knobs).await;
+    prepare(dir.path());
+    for mode in modes {
         scenario(
-            "basics",
+            name,
             mode,
             dir.path(),
             &upstream.url,
@@ -38,21 +45,22 @@ async fn stdio_basics_with_the_default_connection_and_the_classic_handshake() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_basics_with_the_default_connection_and_the_classic_handshake() {
+/// Runs the Python `scenario` once per connection `mode` against one server over
+/// streamable HTTP on a free loopback port, then stops it (it must exit 0).
+async fn over_http(name: &str, modes: &[&str], knobs: Knobs) {
     if python().is_none() {
         return skip(NO_VENV);
     }
     let port = free_port();
     let knobs = Knobs {
         bind: format!("127.0.0.1:{port}"),
-        ..Knobs::default()
+        ..knobs
     };
     let (dir, upstream, config) = fixture(&knobs).await;
     let server = Server::http(&config, port).await;
-    for mode in ["auto", "legacy"] {
+    for mode in modes {
         scenario(
-            "basics",
+            name,
             mode,
             dir.path(),
             &upstream.url,
@@ -64,138 +72,73 @@ async fn http_basics_with_the_default_connection_and_the_classic_handshake() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_basics_with_the_default_connection_and_the_classic_handshake() {
+    over_stdio("basics", &["auto", "legacy"], Knobs::default(), |_| {}).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_basics_with_the_default_connection_and_the_classic_handshake() {
+    over_http("basics", &["auto", "legacy"], Knobs::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_prompts_pages_by_one_hundred() {
-    if python().is_none() {
-        return skip(NO_VENV);
-    }
-    let (dir, upstream, config) = fixture(&Knobs {
+    let knobs = Knobs {
         watch: false,
         ..Knobs::default()
+    };
+    over_stdio("paging", &["auto"], knobs, |dir| {
+        for i in 0..100 {
+            std::fs::write(
+                dir.join(format!("prompts/p{i:03}.md")),
+                support::prompt(&format!("p{i:03}"), "filler", "return args"),
+            )
+            .unwrap();
+        }
     })
     .await;
-    for i in 0..100 {
-        std::fs::write(
-            dir.path().join(format!("prompts/p{i:03}.md")),
-            support::prompt(&format!("p{i:03}"), "filler", "return args"),
-        )
-        .unwrap();
+}
+
+/// One slot, a 1 s reply deadline and a 300 ms admission timeout.
+fn deadline_knobs() -> Knobs {
+    Knobs {
+        reply_deadline: "1s",
+        max_runs: 1,
+        admission: "300ms",
+        ..Knobs::default()
     }
-    scenario(
-        "paging",
-        "auto",
-        dir.path(),
-        &upstream.url,
-        &stdio_target(&config),
-    )
-    .await;
+}
+
+/// One slot and a long admission timeout, so a cancelled run must free it.
+fn cancel_knobs() -> Knobs {
+    Knobs {
+        max_runs: 1,
+        admission: "10s",
+        ..Knobs::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_past_the_reply_deadline_detaches_and_holds_its_slot_over_stdio() {
-    if python().is_none() {
-        return skip(NO_VENV);
-    }
-    let (dir, upstream, config) = fixture(&Knobs {
-        reply_deadline: "1s",
-        max_runs: 1,
-        admission: "300ms",
-        ..Knobs::default()
-    })
-    .await;
-    scenario(
-        "deadline",
-        "auto",
-        dir.path(),
-        &upstream.url,
-        &stdio_target(&config),
-    )
-    .await;
+    over_stdio("deadline", &["auto"], deadline_knobs(), |_| {}).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_past_the_reply_deadline_detaches_over_http() {
-    if python().is_none() {
-        return skip(NO_VENV);
-    }
-    let port = free_port();
-    let (dir, upstream, config) = fixture(&Knobs {
-        bind: format!("127.0.0.1:{port}"),
-        reply_deadline: "1s",
-        max_runs: 1,
-        admission: "300ms",
-        ..Knobs::default()
-    })
-    .await;
-    let server = Server::http(&config, port).await;
-    scenario(
-        "deadline",
-        "legacy",
-        dir.path(),
-        &upstream.url,
-        &http_target(&server.url),
-    )
-    .await;
-    assert!(server.terminate().await.success());
+    over_http("deadline", &["legacy"], deadline_knobs()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_attached_call_cancels_its_run_over_stdio() {
-    if python().is_none() {
-        return skip(NO_VENV);
-    }
-    let (dir, upstream, config) = fixture(&Knobs {
-        max_runs: 1,
-        admission: "10s",
-        ..Knobs::default()
-    })
-    .await;
-    scenario(
-        "cancel",
-        "legacy",
-        dir.path(),
-        &upstream.url,
-        &stdio_target(&config),
-    )
-    .await;
+    over_stdio("cancel", &["legacy"], cancel_knobs(), |_| {}).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_attached_call_cancels_its_run_over_http() {
-    if python().is_none() {
-        return skip(NO_VENV);
-    }
-    let port = free_port();
-    let (dir, upstream, config) = fixture(&Knobs {
-        bind: format!("127.0.0.1:{port}"),
-        max_runs: 1,
-        admission: "10s",
-        ..Knobs::default()
-    })
-    .await;
-    let server = Server::http(&config, port).await;
-    scenario(
-        "cancel",
-        "legacy",
-        dir.path(),
-        &upstream.url,
-        &http_target(&server.url),
-    )
-    .await;
-    assert!(server.terminate().await.success());
+    over_http("cancel", &["legacy"], cancel_knobs()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saved_prompts_are_callable_without_a_reconnect() {
-    if python().is_none() {
-        return skip(NO_VENV);
-    }
-    let (dir, upstream, config) = fixture(&Knobs::default()).await;
-    scenario(
-        "reload",
-        "auto",
-        dir.path(),
-        &upstream.url,
-        &stdio_target(&config),
-    )
-    .await;
+    over_stdio("reload", &["auto"], Knobs::default(), |_| {}).await;
 }
