@@ -458,11 +458,22 @@ def prepare(d):
                 if tot > 0:
                     row[i] = sum(p.lex.idf(t) for t in nt if t in qs) / tot
             p.namecov.append(row)
+        if len(p.tools) > 1:
+            sim = p.T @ p.T.T
+            p.hub = (sim.sum(axis=0) - np.diag(sim)) / (len(p.tools) - 1)
+        else:
+            p.hub = np.zeros(len(p.tools), "f4")
         tt = [tool_types(f) for f in p.tools]
         p.typefit = []
         for q in p.questions:
             nt = need_types(q)
             p.typefit.append(np.array([len(nt & x) / len(nt) if nt else 0.0 for x in tt], "f4"))
+
+
+def rocchio(p, qi, k, beta):
+    top = order_of(0.7 * p.dense[qi] + 0.3 * p.cov[qi])[:k]
+    q = p.Q[qi] + beta * p.T[top].mean(axis=0)
+    return 0.7 * (p.T @ (q / np.linalg.norm(q))) + 0.3 * p.cov[qi]
 
 
 def hyb(w, dense="dense", lex="cov"):
@@ -502,6 +513,10 @@ def variants():
         ("dense = mean of 3 views (full text, description, name + params), + 0.4 coverage",
          lambda p, qi: 0.6 * (p.dense[qi] + p.dd[qi] + p.dn[qi]) / 3 + 0.4 * p.cov[qi]),
         ("dense centred on the catalog mean, + 0.4 coverage", hyb(0.4, dense="dc")),
+        ("pseudo-relevance feedback: need + 0.3 * mean of today's top 3 tool vectors, re-ranked",
+         lambda p, qi: rocchio(p, qi, 3, 0.3)),
+        ("hubness: dense minus 0.1 * the tool's mean cosine to the other tools, + 0.3 coverage",
+         lambda p, qi: 0.7 * (p.dense[qi] - 0.1 * p.hub) + 0.3 * p.cov[qi]),
         ("lexical weight 0.4 for needs of more than 12 terms",
          lambda p, qi: hyb(0.4 if len(p.qt[qi]) > 12 else 0.3)(p, qi)),
     ]
