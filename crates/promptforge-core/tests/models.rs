@@ -646,6 +646,35 @@ async fn unreachable_gateways_are_retryable_transport_errors() {
     assert!(error.to_string().contains("disabled"), "{error}");
 }
 
+#[tokio::test]
+async fn model_failures_keep_the_completion_error_as_their_source() {
+    use std::error::Error as _;
+    let kit = kit();
+    let picker = support::picker(&kit.catalog);
+    let models =
+        ModelCatalog::from_models_json(support::default_catalog().to_string().as_bytes()).unwrap();
+    let prompt = load("h1_prose.md");
+    let error = run(
+        &prompt,
+        "",
+        ResolutionContext::new(&picker, &models, &kit.catalog),
+        &StoreRef::memory(),
+        RunConfig::new("t").client(GatewayClient::disabled()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.kind(), RunErrorKind::Model);
+    let source = error
+        .source()
+        .and_then(|s| s.downcast_ref::<promptforge_core::CompletionError>())
+        .unwrap_or_else(|| panic!("no CompletionError source: {error:?}"));
+    assert_eq!(
+        source.kind(),
+        promptforge_core::CompletionErrorKind::Disabled,
+        "{source}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_search_proxies_to_the_gateway_with_untrusted_output() {
     let upstream = Upstream::start(Vec::new()).await;

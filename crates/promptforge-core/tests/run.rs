@@ -217,6 +217,18 @@ async fn store_errors_are_run_errors() {
 }
 
 #[tokio::test]
+async fn store_errors_keep_the_store_error_as_their_source() {
+    use std::error::Error as _;
+    let error = exec("store_errors.md", "missing").await.unwrap_err();
+    let source = error
+        .source()
+        .and_then(|s| s.downcast_ref::<promptforge_core::StoreError>())
+        .unwrap_or_else(|| panic!("no StoreError source: {error:?}"));
+    assert!(source.is_not_found(), "{source}");
+    assert!(error.message().contains(&source.to_string()), "{error}");
+}
+
+#[tokio::test]
 async fn sys_is_sealed_and_complete() {
     let result = exec_with("sys.md", "", RunConfig::new("sys-test"))
         .await

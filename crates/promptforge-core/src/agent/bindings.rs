@@ -256,7 +256,7 @@ impl ModelResolver {
             .as_ref()
             .map_err(|e| binding_error(format!("cannot index the model catalog: {e}")))?;
         let outcome = picker.resolve(description).map_err(|e| {
-            binding_error(format!("cannot embed the description `{description}`: {e}"))
+            binding_error(format!("cannot embed the description `{description}`: {e}")).caused_by(e)
         })?;
         let chosen = match outcome {
             Outcome::Bind(tool) => tool.name().to_owned(),
@@ -317,9 +317,9 @@ pub(crate) fn resolve_tool(
             "tools.bind(\"{alias}\", \"{description}\"): this run has no tool picker, so no tool can be bound"
         )));
     };
-    let outcome = picker
-        .resolve(description)
-        .map_err(|e| binding_error(format!("cannot embed the description `{description}`: {e}")))?;
+    let outcome = picker.resolve(description).map_err(|e| {
+        binding_error(format!("cannot embed the description `{description}`: {e}")).caused_by(e)
+    })?;
     let id = match outcome {
         Outcome::Bind(tool) => tool.id().clone(),
         Outcome::Absent => {

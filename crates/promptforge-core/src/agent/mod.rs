@@ -170,6 +170,7 @@ fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError>
             bindings::binding_error(format!(
                 "cannot load the tool picker (embedding model and tool index): {e}"
             ))
+            .caused_by(e.clone())
         })
     })
     .transpose()

@@ -445,7 +445,7 @@ async fn dispatch<H: Host, V: TurnVm>(
             match result {
                 Ok(output) if output.is_trusted() => Ok(output.into_text()),
                 Ok(output) => Ok(crate::envelope::wrap(output.text(), &run.nonce)),
-                Err(error) if error.is_cancelled() => return Err(RunError::cancelled()),
+                Err(error) if error.is_cancelled() => return Err(RunError::tool_cancelled(error)),
                 Err(error) => Err(error.to_string()),
             }
         }
