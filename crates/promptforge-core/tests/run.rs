@@ -374,17 +374,32 @@ async fn untrusted_wraps_and_escapes_forged_tags() {
     assert_eq!(wrapped.matches("</untrusted-input").count(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancellation_stops_a_busy_run() {
+/// How long a cancelled run may take to end before the test fails instead of hanging.
+const CANCEL_DEADLINE: Duration = Duration::from_secs(30);
+
+#[test]
+fn cancellation_stops_a_busy_run() {
     let cancel = CancelHandle::new();
     let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        trigger.cancel();
-    });
     let limits = RunLimits::new().lua_instructions(std::num::NonZeroU64::new(u64::MAX).unwrap());
     let config = RunConfig::new("cancel").cancel(cancel).limits(limits);
-    let error = exec_with("runaway.md", "", config).await.unwrap_err();
+    // The endless Lua loop runs on its own runtime and thread: should cancellation break,
+    // this thread still gets control back and the test fails at the deadline.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _ = tx.send(runtime.block_on(exec_with("runaway.md", "", config)));
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    trigger.cancel();
+    let result = rx
+        .recv_timeout(CANCEL_DEADLINE)
+        .unwrap_or_else(|_| panic!("the cancelled run did not end within {CANCEL_DEADLINE:?}"));
+    let error = result.unwrap_err();
     assert!(error.is_cancelled(), "{error}");
     assert!(!error.is_retryable());
 }
