@@ -1,6 +1,8 @@
 //! Execution rules, each checked by running a real `.md` fixture through the public API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bounded;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -385,20 +387,14 @@ fn cancellation_stops_a_busy_run() {
     let config = RunConfig::new("cancel").cancel(cancel).limits(limits);
     // The endless Lua loop runs on its own runtime and thread: should cancellation break,
     // this thread still gets control back and the test fails at the deadline.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let _ = tx.send(runtime.block_on(exec_with("runaway.md", "", config)));
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        trigger.cancel();
     });
-    std::thread::sleep(Duration::from_millis(50));
-    trigger.cancel();
-    let result = rx
-        .recv_timeout(CANCEL_DEADLINE)
-        .unwrap_or_else(|_| panic!("the cancelled run did not end within {CANCEL_DEADLINE:?}"));
+    let result =
+        bounded::on_own_runtime(CANCEL_DEADLINE, move || exec_with("runaway.md", "", config))
+            .unwrap_or_else(|| panic!("the cancelled run did not end within {CANCEL_DEADLINE:?}"));
+    canceller.join().unwrap();
     let error = result.unwrap_err();
     assert!(error.is_cancelled(), "{error}");
     assert!(!error.is_retryable());

@@ -36,7 +36,7 @@ use crate::tools::ToolCatalog;
 use bindings::{Bindings, ModelBinding, ModelResolver};
 
 pub(crate) use lua_tools::ParamKind;
-pub(crate) use turns::{ProseOutcome, Rounds};
+pub(crate) use turns::{ProseOutcome, Rounds, prose_turn};
 
 /// What the agent layer needs from an execution unit.
 pub(crate) trait Host: Send + Sync + 'static {
@@ -207,17 +207,6 @@ pub(crate) fn install<H: Host>(lua: &Lua, host: &Arc<H>) -> mlua::Result<(Table,
 /// replay, so they win over shared globals).
 pub(crate) fn install_aliases<H: Host>(lua: &Lua, host: &H) -> mlua::Result<()> {
     lua_tools::install_aliases(lua, host)
-}
-
-/// Runs one prose block: a single round, or the full tool loop.
-pub(crate) async fn prose_turn<H: Host, V: TurnVm>(
-    host: &H,
-    vm: &V,
-    line: usize,
-    text: String,
-    rounds: Rounds,
-) -> Result<ProseOutcome, RunError> {
-    turns::prose_turn(host, vm, line, text, rounds).await
 }
 
 /// A `models.infer` / `handle:infer` call, checked before it runs.
