@@ -46,7 +46,7 @@ pub enum RunErrorKind {
     Template,
     /// A section has prose for the model but no model is bound.
     NoModel,
-    /// A model call failed (see [`CompletionError`](crate::CompletionError)).
+    /// A model call failed (see [`CompletionError`]).
     Model,
     /// A tool or model description could not be bound, or a binding call was misused.
     Binding,
