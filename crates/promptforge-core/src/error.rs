@@ -1,7 +1,9 @@
 //! The run error type.
 
 use std::fmt;
+use std::sync::Arc;
 
+use crate::client::CompletionError;
 use crate::store::StoreError;
 use crate::tools::ToolError;
 
@@ -44,18 +46,14 @@ pub enum RunErrorKind {
     Template,
     /// A section has prose for the model but no model is bound.
     NoModel,
-    /// A model call failed (see [`CompletionError`](crate::CompletionError)).
+    /// A model call failed (see [`CompletionError`]).
     Model,
     /// A tool or model description could not be bound, or a binding call was misused.
     Binding,
     /// A tool loop ran out of iterations outside a fanout arm.
     ToolLoopExhausted,
-    /// A tool call failed fatally.
-    Tool,
     /// The run was cancelled through its [`CancelHandle`](crate::CancelHandle).
     Cancelled,
-    /// Invalid input to the run itself (for example a bad execution id).
-    Config,
 }
 
 impl RunErrorKind {
@@ -73,9 +71,7 @@ impl RunErrorKind {
             Self::Model => "model",
             Self::Binding => "binding",
             Self::ToolLoopExhausted => "tool_loop_exhausted",
-            Self::Tool => "tool",
             Self::Cancelled => "cancelled",
-            Self::Config => "config",
         }
     }
 }
@@ -86,15 +82,23 @@ impl fmt::Display for RunErrorKind {
     }
 }
 
+/// The typed cause behind a [`RunError`], shared by its clones.
+type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a run failed.
 ///
 /// Displays as `in section '## Name': message` when the failure happened inside a section.
+/// A failure that came from a subsystem keeps that subsystem's error as its
+/// [`source`](std::error::Error::source): a [`CompletionError`] for a model or gateway
+/// call, a [`StoreError`] for a store operation, a [`ToolError`] for a tool call the
+/// cancellation ended.
 #[derive(Debug, Clone)]
 pub struct RunError {
     kind: RunErrorKind,
     message: String,
     section: Option<String>,
     retryable: bool,
+    source: Option<Cause>,
 }
 
 impl RunError {
@@ -104,7 +108,17 @@ impl RunError {
             message: message.into(),
             section: None,
             retryable: false,
+            source: None,
         }
+    }
+
+    /// Keeps `source` as the typed cause of this error (its text stays this error's).
+    pub(crate) fn caused_by(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        self.source = Some(Arc::new(source));
+        self
     }
 
     pub(crate) fn cancelled() -> Self {
@@ -161,34 +175,68 @@ impl fmt::Display for RunError {
     }
 }
 
-impl std::error::Error for RunError {}
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
+    }
+}
 
-impl From<crate::client::CompletionError> for RunError {
-    fn from(error: crate::client::CompletionError) -> Self {
+impl From<CompletionError> for RunError {
+    fn from(error: CompletionError) -> Self {
         Self {
             retryable: error.is_retryable(),
             ..Self::new(RunErrorKind::Model, error.to_string())
         }
+        .caused_by(error)
     }
 }
 
 impl From<StoreError> for RunError {
     fn from(error: StoreError) -> Self {
-        Self::new(RunErrorKind::Store, error.to_string())
+        Self::new(RunErrorKind::Store, error.to_string()).caused_by(error)
     }
 }
 
-impl From<ToolError> for RunError {
-    fn from(error: ToolError) -> Self {
-        let retryable = error.is_retryable();
-        let kind = if error.is_cancelled() {
-            RunErrorKind::Cancelled
-        } else {
-            RunErrorKind::Tool
-        };
-        Self {
-            retryable,
-            ..Self::new(kind, error.to_string())
-        }
+impl RunError {
+    /// A tool call that ended because the run was cancelled: a cancellation, caused by
+    /// the tool's error.
+    pub(crate) fn tool_cancelled(error: ToolError) -> Self {
+        Self::cancelled().caused_by(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn subsystem_errors_stay_the_source_and_the_text() {
+        let store = StoreError::not_found("a.md");
+        let error = RunError::from(store.clone());
+        assert_eq!(error.to_string(), store.to_string());
+        let source = error.source().and_then(|s| s.downcast_ref::<StoreError>());
+        assert_eq!(source, Some(&store));
+        // Clones and a section keep the cause.
+        let located = error.clone().in_section("## Notes");
+        assert!(located.source().is_some_and(|s| s.is::<StoreError>()));
+
+        let tool = ToolError::cancelled();
+        let error = RunError::tool_cancelled(tool.clone());
+        assert!(error.is_cancelled());
+        assert_eq!(error.to_string(), RunError::cancelled().to_string());
+        assert_eq!(
+            error.source().and_then(|s| s.downcast_ref::<ToolError>()),
+            Some(&tool)
+        );
+    }
+
+    #[test]
+    fn errors_the_host_makes_have_no_source() {
+        assert!(RunError::new(RunErrorKind::Control, "x").source().is_none());
+        assert!(RunError::cancelled().source().is_none());
     }
 }

@@ -21,6 +21,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod agent;
 mod cancel;
 pub mod client;
 mod engine;
@@ -31,6 +32,7 @@ pub mod observe;
 pub mod parse;
 mod prompt;
 mod resolve;
+mod sandbox;
 pub mod store;
 pub mod tools;
 

@@ -5,8 +5,9 @@
 //! hanging the suite.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bounded;
+
 use std::num::{NonZeroU64, NonZeroUsize};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use promptforge_core::{
@@ -43,23 +44,15 @@ fn run_prompt(
     cancel: Option<CancelHandle>,
 ) -> Result<String, RunError> {
     let body = prompt.origin().to_owned();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+    bounded::on_own_runtime(DEADLINE, move || async move {
         let mut config = RunConfig::new("test").limits(limits);
         if let Some(cancel) = cancel {
             config = config.cancel(cancel);
         }
         let store = StoreRef::memory();
-        let result = runtime.block_on(run(&prompt, "", ResolutionContext::empty(), &store, config));
-        let _ = tx.send(result);
-    });
-    rx.recv_timeout(DEADLINE)
-        .unwrap_or_else(|_| panic!("the run did not end within {DEADLINE:?}: {body}"))
+        run(&prompt, "", ResolutionContext::empty(), &store, config).await
+    })
+    .unwrap_or_else(|| panic!("the run did not end within {DEADLINE:?}: {body}"))
 }
 
 fn small_budget() -> RunLimits {

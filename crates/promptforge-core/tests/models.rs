@@ -604,25 +604,14 @@ async fn request_timeout_and_response_cap_are_enforced() {
     expect_error(&out.result, RunErrorKind::Model, "exceeds 1024 bytes");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unreachable_gateways_are_retryable_transport_errors() {
+/// Runs `h1_prose.md` (one model turn in the H1) against `client`; the run must fail.
+async fn h1_prose_error(client: GatewayClient) -> RunError {
     let kit = kit();
     let picker = support::picker(&kit.catalog);
     let models =
         ModelCatalog::from_models_json(support::default_catalog().to_string().as_bytes()).unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    let client = GatewayClient::new(&url, KEY).unwrap();
     let prompt = load("h1_prose.md");
-    let missing = client.models(RequestLimits::default()).await.unwrap_err();
-    assert!(
-        missing
-            .to_string()
-            .contains(&format!("could not connect to {url}/v1/models")),
-        "{missing}"
-    );
-    let error = run(
+    run(
         &prompt,
         "",
         ResolutionContext::new(&picker, &models, &kit.catalog),
@@ -630,20 +619,44 @@ async fn unreachable_gateways_are_retryable_transport_errors() {
         RunConfig::new("t").client(client),
     )
     .await
-    .unwrap_err();
+    .unwrap_err()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_gateways_are_retryable_transport_errors() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let client = GatewayClient::new(&url, KEY).unwrap();
+    let missing = client.models(RequestLimits::default()).await.unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains(&format!("could not connect to {url}/v1/models")),
+        "{missing}"
+    );
+    let error = h1_prose_error(client).await;
     assert_eq!(error.kind(), RunErrorKind::Model);
     assert!(error.is_retryable(), "{error}");
 
-    let error = run(
-        &prompt,
-        "",
-        ResolutionContext::new(&picker, &models, &kit.catalog),
-        &StoreRef::memory(),
-        RunConfig::new("t").client(GatewayClient::disabled()),
-    )
-    .await
-    .unwrap_err();
+    let error = h1_prose_error(GatewayClient::disabled()).await;
     assert!(error.to_string().contains("disabled"), "{error}");
+}
+
+#[tokio::test]
+async fn model_failures_keep_the_completion_error_as_their_source() {
+    use std::error::Error as _;
+    let error = h1_prose_error(GatewayClient::disabled()).await;
+    assert_eq!(error.kind(), RunErrorKind::Model);
+    let source = error
+        .source()
+        .and_then(|s| s.downcast_ref::<promptforge_core::CompletionError>())
+        .unwrap_or_else(|| panic!("no CompletionError source: {error:?}"));
+    assert_eq!(
+        source.kind(),
+        promptforge_core::CompletionErrorKind::Disabled,
+        "{source}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

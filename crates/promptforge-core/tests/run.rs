@@ -1,6 +1,8 @@
 //! Execution rules, each checked by running a real `.md` fixture through the public API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bounded;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -217,6 +219,18 @@ async fn store_errors_are_run_errors() {
 }
 
 #[tokio::test]
+async fn store_errors_keep_the_store_error_as_their_source() {
+    use std::error::Error as _;
+    let error = exec("store_errors.md", "missing").await.unwrap_err();
+    let source = error
+        .source()
+        .and_then(|s| s.downcast_ref::<promptforge_core::StoreError>())
+        .unwrap_or_else(|| panic!("no StoreError source: {error:?}"));
+    assert!(source.is_not_found(), "{source}");
+    assert!(error.message().contains(&source.to_string()), "{error}");
+}
+
+#[tokio::test]
 async fn sys_is_sealed_and_complete() {
     let result = exec_with("sys.md", "", RunConfig::new("sys-test"))
         .await
@@ -362,17 +376,26 @@ async fn untrusted_wraps_and_escapes_forged_tags() {
     assert_eq!(wrapped.matches("</untrusted-input").count(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancellation_stops_a_busy_run() {
+/// How long a cancelled run may take to end before the test fails instead of hanging.
+const CANCEL_DEADLINE: Duration = Duration::from_secs(30);
+
+#[test]
+fn cancellation_stops_a_busy_run() {
     let cancel = CancelHandle::new();
     let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        trigger.cancel();
-    });
     let limits = RunLimits::new().lua_instructions(std::num::NonZeroU64::new(u64::MAX).unwrap());
     let config = RunConfig::new("cancel").cancel(cancel).limits(limits);
-    let error = exec_with("runaway.md", "", config).await.unwrap_err();
+    // The endless Lua loop runs on its own runtime and thread: should cancellation break,
+    // this thread still gets control back and the test fails at the deadline.
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        trigger.cancel();
+    });
+    let result =
+        bounded::on_own_runtime(CANCEL_DEADLINE, move || exec_with("runaway.md", "", config))
+            .unwrap_or_else(|| panic!("the cancelled run did not end within {CANCEL_DEADLINE:?}"));
+    canceller.join().unwrap();
+    let error = result.unwrap_err();
     assert!(error.is_cancelled(), "{error}");
     assert!(!error.is_retryable());
 }

@@ -22,7 +22,8 @@ const RAW_SKIP: &[&str] = &[
 pub enum Extraction {
     /// The readability pass isolated an article.
     Readability,
-    /// The whole HTML page was rendered (forced by `raw`, or the article was too short).
+    /// The whole HTML page was rendered ([`Rendering::WholePage`], or the article was too
+    /// short).
     RawHtml,
     /// Non-HTML text, returned decoded and verbatim.
     Plain,
@@ -45,11 +46,36 @@ impl fmt::Display for Extraction {
     }
 }
 
-/// Renders an HTML page to Markdown. Unless `raw` is set, a readability pass isolates the
-/// article first; an article under [`MIN_ARTICLE_CHARS`] characters (or a page the pass
-/// cannot read) falls back to the whole page. `base_url` (absolute) resolves relative links.
-pub fn html_to_markdown(html: &str, base_url: Option<&str>, raw: bool) -> (String, Extraction) {
-    if !raw && let Some(article) = readability_markdown(html, base_url) {
+/// How an HTML page is rendered (the tool's `raw` argument, decided once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Rendering {
+    /// A readability pass isolates the article; a page without one falls back to the
+    /// whole page (`raw: false`, the default).
+    #[default]
+    Article,
+    /// The whole page, with scripts, styles and embeds dropped (`raw: true`).
+    WholePage,
+}
+
+impl Rendering {
+    /// The rendering the tool's `raw` flag asks for.
+    pub fn from_raw(raw: bool) -> Self {
+        if raw { Self::WholePage } else { Self::Article }
+    }
+}
+
+/// Renders an HTML page to Markdown. With [`Rendering::Article`] a readability pass
+/// isolates the article first; an article under [`MIN_ARTICLE_CHARS`] characters (or a
+/// page the pass cannot read) falls back to the whole page. `base_url` (absolute) resolves
+/// relative links.
+pub fn html_to_markdown(
+    html: &str,
+    base_url: Option<&str>,
+    rendering: Rendering,
+) -> (String, Extraction) {
+    if rendering == Rendering::Article
+        && let Some(article) = readability_markdown(html, base_url)
+    {
         return (article, Extraction::Readability);
     }
     (whole_page_markdown(html, base_url), Extraction::RawHtml)
@@ -129,7 +155,11 @@ chapter</a>.</p></article>
 
     #[test]
     fn article_is_isolated_and_rendered() {
-        let (md, how) = html_to_markdown(ARTICLE, Some("https://example.com/post"), false);
+        let (md, how) = html_to_markdown(
+            ARTICLE,
+            Some("https://example.com/post"),
+            Rendering::Article,
+        );
         assert_eq!(how, Extraction::Readability);
         assert!(md.contains("Ownership is a set of rules"), "{md}");
         assert!(md.contains("Rust Ownership"), "{md}");
@@ -140,7 +170,11 @@ chapter</a>.</p></article>
 
     #[test]
     fn raw_renders_the_whole_page_without_scripts() {
-        let (md, how) = html_to_markdown(ARTICLE, Some("https://example.com/post"), true);
+        let (md, how) = html_to_markdown(
+            ARTICLE,
+            Some("https://example.com/post"),
+            Rendering::WholePage,
+        );
         assert_eq!(how, Extraction::RawHtml);
         assert!(md.contains("Copyright footer"), "{md}");
         assert!(md.contains("Home"), "{md}");
@@ -154,7 +188,7 @@ chapter</a>.</p></article>
     fn short_article_falls_back_to_whole_page() {
         let html = "<html><body><table><tr><td>Plan</td><td>Price</td></tr>\
                     <tr><td>Pro</td><td>$10</td></tr></table></body></html>";
-        let (md, how) = html_to_markdown(html, None, false);
+        let (md, how) = html_to_markdown(html, None, Rendering::Article);
         assert_eq!(how, Extraction::RawHtml);
         assert!(md.contains("Pro") && md.contains("$10"), "{md}");
     }

@@ -12,7 +12,7 @@ use url::Url;
 use crate::admission::{AdmissionError, AdmittedUrl, admit, admit_url};
 use crate::config::{ConfigError, FetchConfig};
 use crate::content_type::{Route, decode, html_meta_charset, route};
-use crate::extract::{Extraction, html_to_markdown};
+use crate::extract::{Extraction, Rendering, html_to_markdown};
 use crate::redact::redacted;
 use crate::resolver::{GuardedResolver, HostLookup, ResolveRefusal, find_refusal};
 
@@ -91,7 +91,7 @@ impl Fetcher {
     pub(crate) async fn fetch(
         &self,
         raw_url: &str,
-        raw: bool,
+        rendering: Rendering,
         max_chars: usize,
     ) -> Result<Outcome, ToolError> {
         let admitted = match admit(raw_url, &self.config) {
@@ -100,7 +100,11 @@ impl Fetcher {
             Err(e) => return Ok(Outcome::Soft(format!("web_fetch refused the URL: {e}"))),
         };
         let shown = redacted(admitted.url());
-        match tokio::time::timeout(self.config.timeout, self.follow(admitted, raw, max_chars)).await
+        match tokio::time::timeout(
+            self.config.timeout,
+            self.follow(admitted, rendering, max_chars),
+        )
+        .await
         {
             Ok(result) => result,
             Err(_) => Ok(Outcome::Soft(format!(
@@ -115,7 +119,7 @@ impl Fetcher {
     async fn follow(
         &self,
         first: AdmittedUrl,
-        raw: bool,
+        rendering: Rendering,
         max_chars: usize,
     ) -> Result<Outcome, ToolError> {
         let mut current = first;
@@ -131,7 +135,7 @@ impl Fetcher {
                 if !status.is_success() {
                     return Ok(soft(&current, &format!("HTTP {}", status_text(status))));
                 }
-                return self.read(current, response, raw, max_chars).await;
+                return self.read(current, response, rendering, max_chars).await;
             }
             let Some(location) = response.headers().get(LOCATION) else {
                 return Ok(soft(
@@ -163,7 +167,7 @@ impl Fetcher {
         &self,
         current: AdmittedUrl,
         mut response: Response,
-        raw: bool,
+        rendering: Rendering,
         max_chars: usize,
     ) -> Result<Outcome, ToolError> {
         let header = response.headers().get(CONTENT_TYPE).map(|v| v.as_bytes());
@@ -220,7 +224,7 @@ impl Fetcher {
         let (text, extraction) = match route {
             Route::Html => {
                 let base = current.url().to_string();
-                tokio::task::spawn_blocking(move || html_to_markdown(&text, Some(&base), raw))
+                tokio::task::spawn_blocking(move || html_to_markdown(&text, Some(&base), rendering))
                     .await
                     .map_err(|_| ToolError::backend("web_fetch: HTML extraction failed"))?
             }

@@ -63,7 +63,8 @@ pub use config::{
     MAX_MAX_CHARS, MAX_MAX_REDIRECTS, MAX_TIMEOUT,
 };
 pub use extract::{
-    Extraction, MIN_ARTICLE_CHARS, html_to_markdown, readability_markdown, whole_page_markdown,
+    Extraction, MIN_ARTICLE_CHARS, Rendering, html_to_markdown, readability_markdown,
+    whole_page_markdown,
 };
 pub use redact::redacted;
 pub use resolver::{HostLookup, SystemLookup};

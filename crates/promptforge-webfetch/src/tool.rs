@@ -8,6 +8,7 @@ use promptforge_core::tools::{Tool, ToolError, ToolId, ToolOutput};
 use serde::Deserialize;
 
 use crate::config::{ConfigError, FetchConfig};
+use crate::extract::Rendering;
 use crate::fetch::{Fetcher, Outcome, Page};
 use crate::resolver::{HostLookup, SystemLookup};
 
@@ -164,8 +165,8 @@ impl WebFetch {
             }
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(ceiling),
         };
-        let raw = args.raw.unwrap_or(false);
-        match fetcher.fetch(&args.url, raw, max_chars).await? {
+        let rendering = Rendering::from_raw(args.raw.unwrap_or(false));
+        match fetcher.fetch(&args.url, rendering, max_chars).await? {
             Outcome::Page(page) => Ok(ToolOutput::untrusted(render(&page))),
             Outcome::Soft(message) => {
                 tracing::debug!(%message, "web_fetch soft outcome");

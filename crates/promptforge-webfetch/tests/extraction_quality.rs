@@ -5,12 +5,12 @@
 #[path = "../benches/support/page.rs"]
 mod page;
 
-use promptforge_webfetch::{Extraction, html_to_markdown};
+use promptforge_webfetch::{Extraction, Rendering, html_to_markdown};
 
 #[test]
 fn readability_keeps_the_article_and_drops_the_furniture() {
     let html = page::realistic_page(20);
-    let (md, how) = html_to_markdown(&html, Some("https://news.example/a"), false);
+    let (md, how) = html_to_markdown(&html, Some("https://news.example/a"), Rendering::Article);
     assert_eq!(how, Extraction::Readability);
     assert!(md.contains("How Systems Languages Manage Memory"), "title");
     for s in 0..20 {
@@ -46,7 +46,7 @@ fn readability_keeps_the_article_and_drops_the_furniture() {
 #[test]
 fn whole_page_keeps_the_furniture_but_not_scripts_or_styles() {
     let html = page::realistic_page(5);
-    let (md, how) = html_to_markdown(&html, Some("https://news.example/a"), true);
+    let (md, how) = html_to_markdown(&html, Some("https://news.example/a"), Rendering::WholePage);
     assert_eq!(how, Extraction::RawHtml);
     assert!(md.contains("Topic 3-4") && md.contains("Footer link 7"));
     assert!(md.contains("Part 4:"));

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
-use super::bindings::ModelBinding;
 use super::unit::{Phase, Unit};
-use super::values::{raise, to_json};
-use super::vm::HELPERS_KEY;
-use super::{Target, WalkEnd, WalkState, deeper, fanout, vm, walk};
-use super::{lua_models, turns};
+use super::{Entry, Target, WalkEnd, WalkState, deeper, fanout, vm, walk};
+use crate::agent::InferCall;
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
+use crate::sandbox::HELPERS_KEY;
+use crate::sandbox::values::{raise, to_json};
 
 /// The longest `log()` message, in Unicode scalar values.
 const MAX_LOG_CHARS: usize = 256;
@@ -21,8 +20,9 @@ const MAX_LOG_CHARS: usize = 256;
 pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
     let globals = lua.globals();
     globals.set("store", store_table(lua, unit)?)?;
-    globals.set("models", super::lua_models::install(lua, unit)?)?;
-    globals.set("tools", super::lua_tools::install(lua, unit)?)?;
+    let (models, tools) = crate::agent::install(lua, unit)?;
+    globals.set("models", models)?;
+    globals.set("tools", tools)?;
 
     let log_unit = Arc::clone(unit);
     globals.set(
@@ -90,7 +90,7 @@ enum HostCall {
     Jump(Target),
     Execute(Target, WalkState, u32),
     Fanout(fanout::Plan),
-    Infer(Arc<ModelBinding>, String),
+    Infer(InferCall),
 }
 
 impl HostCall {
@@ -129,11 +129,15 @@ impl HostCall {
             )?)),
             "infer" => {
                 let prompt = text(a, "models.infer's prompt")?;
-                Ok(Self::Infer(lua_models::section_model(unit)?, prompt))
+                Ok(Self::Infer(InferCall::section_model(&**unit, prompt)?))
             }
             "model_infer" => {
-                let binding = unit.run.bindings().model(&text(a, "the model alias")?)?;
-                Ok(Self::Infer(binding, text(b, "infer's prompt")?))
+                let alias = text(a, "the model alias")?;
+                Ok(Self::Infer(InferCall::declared(
+                    &**unit,
+                    &alias,
+                    text(b, "infer's prompt")?,
+                )?))
             }
             other => Err(RunError::new(
                 RunErrorKind::Control,
@@ -160,7 +164,7 @@ impl HostCall {
             }
             Self::Execute(target, mut state, depth) => {
                 let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
-                let end = walk(&ctx, target.section(), true, &mut state)
+                let end = walk(&ctx, target.section(), Entry::Addressed, &mut state)
                     .await
                     .map_err(mlua::Error::external)?;
                 let reply = match end {
@@ -175,10 +179,8 @@ impl HostCall {
                     .map_err(mlua::Error::external)?;
                 fanout::results_table(lua, results).map(Value::Table)
             }
-            Self::Infer(binding, prompt) => {
-                let text = turns::infer(unit, &binding, prompt)
-                    .await
-                    .map_err(mlua::Error::external)?;
+            Self::Infer(call) => {
+                let text = call.run(&**unit).await.map_err(mlua::Error::external)?;
                 lua.create_string(text).map(Value::String)
             }
         }

@@ -9,12 +9,13 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::unit::{Unit, WriteRegistry};
-use super::values::{from_lua_error, to_json};
-use super::vm::{HELPERS_KEY, var_snapshot};
-use super::{Target, UnitEnd, WalkEnd, WalkState, deeper, run_unit, walk};
+use super::vm::var_snapshot;
+use super::{Entry, Target, UnitEnd, WalkEnd, WalkState, deeper, run_unit, walk};
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
 use crate::prompt::SectionId;
+use crate::sandbox::HELPERS_KEY;
+use crate::sandbox::values::{from_lua_error, to_json};
 
 /// A validated fanout call.
 pub(crate) struct Plan {
@@ -242,7 +243,7 @@ async fn run_arm(
             let start = match target {
                 Target::Sibling { section } | Target::Child { section } => section,
             };
-            match walk(&ctx, start, true, &mut state).await? {
+            match walk(&ctx, start, Entry::Addressed, &mut state).await? {
                 WalkEnd::Returned(value) => value,
                 WalkEnd::Exhausted => state.reply.unwrap_or_default(),
             }

@@ -1,43 +1,39 @@
-//! The executor: the H1 preamble, the section walk, `jump`, `execute` chains and fanout arms.
+//! The walk: the H1 preamble, the section walk, `jump`, `execute` chains and fanout arms.
 //!
 //! A run is a tree of *execution units*: the H1 region (id 0), every section entry and every
 //! fanout arm. Each unit gets a fresh sandboxed Lua VM ([`vm`]). Walks move through one
 //! level of sibling sections; `var` and `reply` travel with the walk as JSON and text.
+//!
+//! Models and tools are the agent layer's ([`crate::agent`]): the walk holds its run-wide
+//! [`RunAgent`] and each unit's `SectionScope`, and calls it through `agent::{install,
+//! install_aliases, prose_turn, InferCall}`; a [`Unit`] is the agent layer's `Host` and a
+//! [`vm::Vm`] its `TurnVm`. Nothing in `crate::agent` names this module.
 
 mod api;
-mod bindings;
 mod fanout;
-mod lua_models;
-mod lua_tools;
 mod patterns;
 mod render;
-mod turns;
 mod unit;
-mod values;
 mod vm;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use serde_json::{Map, Value as Json};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{CompletionError, GatewayClient, RequestLimits};
+use crate::agent::{AgentConfig, ProseOutcome, Rounds, RunAgent};
 use crate::error::{RunError, RunErrorKind};
 use crate::limits::{MAX_NESTING, RunConfig, RunLimits};
-use crate::observe::{DebugCapture, Observation, Observer};
+use crate::observe::{Observation, Observer};
 use crate::prompt::{Block, Prompt, SectionId};
 use crate::resolve::ResolutionContext;
 use crate::store::StoreRef;
-use crate::tools::ToolCatalog;
-use bindings::{Bindings, ModelResolver};
-use promptforge_tool_picker::{LazyPicker, ToolPicker};
 
 pub(crate) use unit::{Scopes, Unit};
-pub(crate) use vm::PRELUDE;
 
 /// Runs a parsed prompt with `input` as `args` and returns its result.
 ///
@@ -83,18 +79,6 @@ pub async fn run(
     result
 }
 
-/// The picker of a lazy handle, building it on first use; `None` without a handle.
-pub(crate) fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError> {
-    lazy.map(|l| {
-        l.get().map_err(|e| {
-            bindings::binding_error(format!(
-                "cannot load the tool picker (embedding model and tool index): {e}"
-            ))
-        })
-    })
-    .transpose()
-}
-
 /// State shared by every unit of one run.
 pub(crate) struct Run {
     pub(crate) prompt: Prompt,
@@ -105,13 +89,8 @@ pub(crate) struct Run {
     pub(crate) cancel: CancellationToken,
     pub(crate) launched: String,
     pub(crate) nonce: String,
-    picker: Option<LazyPicker>,
-    pub(crate) tools: ToolCatalog,
-    pub(crate) debug: Option<Arc<dyn DebugCapture>>,
-    configured_client: Option<GatewayClient>,
-    client: OnceLock<Result<GatewayClient, CompletionError>>,
-    bindings: Mutex<Bindings>,
-    resolver: ModelResolver,
+    /// The model and tool layer's run-wide state.
+    pub(crate) agent: RunAgent,
     next_id: AtomicU64,
     sections_entered: AtomicU64,
     log_events: AtomicU32,
@@ -148,8 +127,16 @@ impl Run {
         config: RunConfig,
         resolution: ResolutionContext<'_>,
     ) -> Self {
-        let picker = resolution.picker.map(crate::resolve::PickerSource::to_lazy);
-        let models = resolution.models.cloned().unwrap_or_default();
+        let nonce = crate::envelope::new_nonce();
+        let agent = RunAgent::new(AgentConfig {
+            prompt: &prompt,
+            resolution,
+            limits: &config.limits,
+            execution: &config.execution,
+            nonce: &nonce,
+            client: config.client,
+            debug: config.debug,
+        });
         Self {
             prompt,
             store,
@@ -158,64 +145,14 @@ impl Run {
             limits: config.limits,
             cancel: config.cancel.token().clone(),
             launched: rfc3339(SystemTime::now()),
-            nonce: crate::envelope::new_nonce(),
-            resolver: ModelResolver::new(picker.clone(), models),
-            picker,
-            tools: resolution.tools.cloned().unwrap_or_default(),
-            debug: config.debug,
-            configured_client: config.client,
-            client: OnceLock::new(),
-            bindings: Mutex::new(Bindings::default()),
+            nonce,
+            agent,
             next_id: AtomicU64::new(1),
             sections_entered: AtomicU64::new(0),
             log_events: AtomicU32::new(0),
             ledger: Mutex::new(None),
             fanout_bytes: AtomicU64::new(0),
         }
-    }
-
-    /// The gateway client: the configured one, else one built from the environment at the
-    /// first model call.
-    pub(crate) fn client(&self) -> Result<&GatewayClient, RunError> {
-        let client = self.client.get_or_init(|| match &self.configured_client {
-            Some(client) => Ok(client.clone()),
-            None => GatewayClient::from_env(),
-        });
-        client
-            .as_ref()
-            .map_err(|error| RunError::from(error.clone()))
-    }
-
-    /// The per-request limits of model and gateway calls.
-    pub(crate) fn request_limits(&self) -> RequestLimits {
-        RequestLimits {
-            timeout: self.limits.request_timeout,
-            max_response_bytes: self.limits.max_response_bytes.get(),
-        }
-    }
-
-    /// The run-wide declarations (the lock is never held across an await).
-    pub(crate) fn bindings(&self) -> MutexGuard<'_, Bindings> {
-        self.bindings.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Model-description resolution (its locks are never held while a picker is built).
-    pub(crate) fn resolver(&self) -> &ModelResolver {
-        &self.resolver
-    }
-
-    /// The run's tool picker, built on first use (outside every run lock); `None` when the
-    /// run has none. A failed build is a binding error naming why.
-    pub(crate) fn picker(&self) -> Result<Option<&ToolPicker>, RunError> {
-        picker_of(self.picker.as_ref())
-    }
-
-    /// Tool-loop iterations: the limits' override, else the frontmatter's.
-    pub(crate) fn max_tool_iterations(&self) -> u32 {
-        self.limits
-            .max_tool_iterations
-            .unwrap_or_else(|| self.prompt.frontmatter().max_tool_iterations())
-            .get()
     }
 
     /// Takes the next execution-unit id and counts a section entry.
@@ -375,9 +312,9 @@ async fn execute_run(run: &Arc<Run>, input: &str) -> Result<String, RunError> {
     let walked = match end {
         UnitEnd::Returned(value) => return Ok(value),
         UnitEnd::Exhausted => WalkEnd::Exhausted,
-        UnitEnd::Jump(target) => walk(&ctx, target.section(), true, &mut state).await?,
+        UnitEnd::Jump(target) => walk(&ctx, target.section(), Entry::Addressed, &mut state).await?,
         UnitEnd::Fallthrough => match run.prompt.data.roots.first() {
-            Some(&first) => walk(&ctx, first, false, &mut state).await?,
+            Some(&first) => walk(&ctx, first, Entry::Walked, &mut state).await?,
             None => WalkEnd::Exhausted,
         },
     };
@@ -398,12 +335,21 @@ fn fall_off_result(prompt: &Prompt, reply: Option<String>) -> String {
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// How a walk reaches its first section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The walk starts at the top of its level: an off-walk first section is skipped.
+    Walked,
+    /// `jump` or `execute` named the section: it runs even when it is off the walk.
+    Addressed,
+}
+
 /// Walks one level: the siblings of `start` (the children of its parent), beginning at
-/// `start`. `forced` runs `start` even when it is off the walk (it was addressed).
+/// `start`, which runs even off the walk when `entry` is [`Entry::Addressed`].
 pub(crate) fn walk<'a>(
     ctx: &'a WalkCtx,
     start: SectionId,
-    forced: bool,
+    entry: Entry,
     state: &'a mut WalkState,
 ) -> BoxFuture<'a, Result<WalkEnd, RunError>> {
     Box::pin(async move {
@@ -418,7 +364,7 @@ pub(crate) fn walk<'a>(
                 "internal: walk start is not in its level",
             ));
         };
-        let mut forced = forced;
+        let mut forced = entry == Entry::Addressed;
         while let Some(&section) = level.get(index) {
             if data.sections[section].off_walk && !forced {
                 index += 1;
@@ -439,7 +385,9 @@ pub(crate) fn walk<'a>(
                 UnitEnd::Jump(Target::Child { section: child }) => {
                     // A child-level walk; the parent resumes after the jumper with the
                     // child walk's last reply (a `return` there ends only the child walk).
-                    if let WalkEnd::Returned(value) = walk(ctx, child, true, state).await? {
+                    if let WalkEnd::Returned(value) =
+                        walk(ctx, child, Entry::Addressed, state).await?
+                    {
                         state.reply = Some(value);
                     }
                     index += 1;
@@ -504,10 +452,15 @@ async fn run_blocks(
                 if text.trim().is_empty() {
                     continue;
                 }
-                let full_loop = Some(index) == last_prose;
-                match turns::prose_turn(&vm, unit, prose, text, full_loop).await? {
-                    turns::ProseOutcome::Reply(reply) => vm.set_reply(&reply)?,
-                    turns::ProseOutcome::Exhausted => {
+                // The last prose block runs the tool loop; earlier ones take one round.
+                let rounds = if Some(index) == last_prose {
+                    Rounds::ToolLoop
+                } else {
+                    Rounds::Single
+                };
+                match crate::agent::prose_turn(&**unit, &vm, prose.line, text, rounds).await? {
+                    ProseOutcome::Reply(reply) => vm.set_reply(&reply)?,
+                    ProseOutcome::Exhausted => {
                         end = UnitEnd::Exhausted;
                         break;
                     }

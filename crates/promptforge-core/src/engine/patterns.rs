@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::unit::Unit;
-use super::values::raise;
 use crate::error::{RunError, RunErrorKind};
+use crate::sandbox::values::raise;
 
 /// Lua's capture limit.
 const MAX_CAPTURES: usize = 32;

@@ -3,11 +3,11 @@
 use mlua::{Lua, Table, Value};
 
 use super::unit::Unit;
-use super::values::{from_lua_error, scalar_or_json};
-use super::vm::{SYS_KEY, VAR_KEY};
 use crate::error::{RunError, RunErrorKind};
 use crate::parse::template::Segment;
 use crate::prompt::Prose;
+use crate::sandbox::values::{from_lua_error, scalar_or_json};
+use crate::sandbox::{SYS_KEY, VAR_KEY};
 
 /// Substitutes every placeholder of a prose block.
 pub(crate) fn render(lua: &Lua, unit: &Unit, prose: &Prose) -> Result<String, RunError> {

@@ -8,7 +8,9 @@ use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Run, Target, WalkCtx, WalkState, rfc3339};
+use crate::agent::{Host, RunAgent, SectionScope};
 use crate::error::{RunError, RunErrorKind};
+use crate::observe::Observation;
 use crate::prompt::{PromptData, SectionId, heading};
 use crate::store::StoreError;
 
@@ -22,34 +24,6 @@ pub(crate) enum Phase {
     Body = 1,
     /// Running a local tool handler (`jump` is disabled).
     ToolHandler = 2,
-}
-
-/// The section-local state of the model and tool layer.
-#[derive(Default)]
-pub(crate) struct SectionScope {
-    /// `tools.add` entries: alias and model-facing description override.
-    pub(crate) added: Vec<(String, Option<String>)>,
-    /// `tools.add_local` declarations, in order.
-    pub(crate) locals: Vec<LocalTool>,
-    /// How many locals the next prose block offers (declared before it started).
-    pub(crate) visible_locals: usize,
-    /// `tools.calls` counts by alias, failures included.
-    pub(crate) calls: std::collections::BTreeMap<String, u32>,
-    /// The `models.use` selection.
-    pub(crate) model_use: Option<String>,
-    /// The section's conversation (cleared on every section entry).
-    pub(crate) conversation: Vec<crate::client::ChatMessage>,
-    /// Model turns made by this unit (the debug turn index).
-    pub(crate) turns: u32,
-}
-
-/// A Lua-backed tool declared with `tools.add_local`.
-pub(crate) struct LocalTool {
-    pub(crate) alias: String,
-    pub(crate) description: String,
-    pub(crate) parameters: Json,
-    /// `(name, type)` of every parameter, for argument checks.
-    pub(crate) params: Vec<(String, String)>,
 }
 
 /// The fanout write registries enclosing a unit, innermost last: (registry, arm index).
@@ -119,7 +93,8 @@ pub(crate) struct Unit {
     /// The last `error()` raised with a non-string value: (rendered, type, location).
     noted: Mutex<Option<(String, String, Option<String>)>>,
     jump: Mutex<Option<Target>>,
-    pub(crate) scope: Mutex<SectionScope>,
+    /// The agent layer's section-local state (its type; only `crate::agent` reads it).
+    scope: Mutex<SectionScope>,
 }
 
 impl Unit {
@@ -232,8 +207,8 @@ impl Unit {
         if let Some(reason) = self.dead() {
             return reason;
         }
-        let converted = super::values::from_lua_error(error);
-        let converted = super::values::locate(error, converted, self.run.prompt.origin());
+        let converted = crate::sandbox::values::from_lua_error(error);
+        let converted = crate::sandbox::values::locate(error, converted, self.run.prompt.origin());
         if converted.kind() != RunErrorKind::Lua {
             return converted;
         }
@@ -247,7 +222,7 @@ impl Unit {
                 let shown = match kind.as_str() {
                     "nil" => String::new(),
                     "table" => " (a table)".to_owned(),
-                    _ => format!(" ({})", super::values::cap_message(&rendered)),
+                    _ => format!(" ({})", crate::sandbox::values::cap_message(&rendered)),
                 };
                 RunError::new(
                     RunErrorKind::Lua,
@@ -326,11 +301,6 @@ impl Unit {
             2 => Phase::ToolHandler,
             _ => Phase::Body,
         }
-    }
-
-    /// The section-local scope (the lock is never held across an await).
-    pub(crate) fn scope(&self) -> std::sync::MutexGuard<'_, SectionScope> {
-        self.scope.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn request_jump(&self, target: Target) {
@@ -426,6 +396,37 @@ impl Unit {
                 (siblings, &data.sections[id].children)
             }
         }
+    }
+}
+
+/// The seam the agent layer sees a unit through.
+impl Host for Unit {
+    fn agent(&self) -> &RunAgent {
+        &self.run.agent
+    }
+
+    fn scope(&self) -> std::sync::MutexGuard<'_, SectionScope> {
+        self.scope.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn heading(&self) -> &str {
+        &self.heading
+    }
+
+    fn in_section(&self) -> bool {
+        self.section.is_some()
+    }
+
+    fn in_fanout_arm(&self) -> bool {
+        self.arm.is_some()
+    }
+
+    fn cancel(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    fn observe(&self, event: Observation<'_>) {
+        self.run.observe(&self.heading, event);
     }
 }
 

@@ -15,10 +15,12 @@ use mlua::{HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmS
 use serde_json::Value as Json;
 
 use super::unit::Unit;
-use super::values::{self, from_lua_error};
 use super::{Target, WalkState, api};
+use crate::agent::TurnVm;
 use crate::error::{RunError, RunErrorKind};
 use crate::prompt::LuaChunk;
+use crate::sandbox::values::{self, from_lua_error};
+use crate::sandbox::{HELPERS_KEY, SYS_KEY, VAR_KEY};
 
 /// How often (in VM instructions) the hook runs.
 const HOOK_STEP: u32 = 1000;
@@ -36,13 +38,6 @@ const REMOVED_GLOBALS: [&str; 9] = [
     "collectgarbage",
 ];
 
-pub(crate) const HELPERS_KEY: &str = "promptforge.helpers";
-pub(crate) const VAR_KEY: &str = "promptforge.var";
-pub(crate) const SYS_KEY: &str = "promptforge.sys";
-
-/// The per-VM prelude source (compiled once per prompt at parse time).
-pub(crate) const PRELUDE: &str = include_str!("prelude.lua");
-
 /// How a Lua block ended.
 pub(crate) enum ChunkEnd {
     /// It returned; `None` for no value or `nil`.
@@ -53,6 +48,8 @@ pub(crate) enum ChunkEnd {
 
 pub(crate) struct Vm {
     lua: Lua,
+    /// The unit the VM belongs to (local tool handlers run under its budgets).
+    unit: Arc<Unit>,
 }
 
 impl Vm {
@@ -60,7 +57,10 @@ impl Vm {
     pub(crate) fn new(unit: &Arc<Unit>, state: &WalkState) -> Result<Self, RunError> {
         let lua = sandbox(unit).map_err(|e| from_lua_error(&e))?;
         install(&lua, unit, state).map_err(|e| from_lua_error(&e))?;
-        Ok(Self { lua })
+        Ok(Self {
+            lua,
+            unit: Arc::clone(unit),
+        })
     }
 
     pub(crate) fn lua(&self) -> &Lua {
@@ -113,7 +113,7 @@ impl Vm {
 
     /// Installs declared tool and model aliases as bare globals.
     pub(crate) fn install_aliases(&self, unit: &Arc<Unit>) -> Result<(), RunError> {
-        super::lua_tools::install_aliases(&self.lua, unit).map_err(|e| from_lua_error(&e))
+        crate::agent::install_aliases(&self.lua, &**unit).map_err(|e| from_lua_error(&e))
     }
 
     /// Sets the `reply` global after a model turn.
@@ -122,62 +122,6 @@ impl Vm {
             .globals()
             .set("reply", reply)
             .map_err(|e| from_lua_error(&e))
-    }
-
-    /// Records the model and finish reason of the latest section turn in `sys`.
-    pub(crate) fn set_sys_model(&self, model: &str, finish: Option<&str>) -> Result<(), RunError> {
-        let sys: Table = self
-            .lua
-            .named_registry_value(SYS_KEY)
-            .map_err(|e| from_lua_error(&e))?;
-        sys.raw_set("model", model)
-            .map_err(|e| from_lua_error(&e))?;
-        sys.raw_set("reply_finish_reason", finish)
-            .map_err(|e| from_lua_error(&e))
-    }
-
-    /// Runs a local tool handler with the model's JSON arguments; `jump` is disabled.
-    pub(crate) async fn call_local(
-        &self,
-        unit: &Arc<Unit>,
-        alias: &str,
-        params: &[(String, String)],
-        arguments: &str,
-    ) -> Result<String, RunError> {
-        let args = check_local_args(params, arguments)?;
-        let handlers: Table = self
-            .lua
-            .named_registry_value(super::lua_tools::LOCAL_HANDLERS_KEY)
-            .map_err(|e| from_lua_error(&e))?;
-        let handler: mlua::Function = handlers.raw_get(alias).map_err(|e| from_lua_error(&e))?;
-        let args = self.lua.to_value(&args).map_err(|e| from_lua_error(&e))?;
-        unit.check_alive()?;
-        unit.set_phase(super::unit::Phase::ToolHandler);
-        unit.start_block();
-        let result = tokio::select! {
-            result = handler.call_async::<Value>(args) => result,
-            () = unit.cancel.cancelled() => {
-                unit.set_phase(super::unit::Phase::Body);
-                return Err(unit.kill(RunError::cancelled()));
-            }
-        };
-        unit.set_phase(super::unit::Phase::Body);
-        if let Some(reason) = unit.dead() {
-            return Err(reason);
-        }
-        match result.map_err(|e| unit.lua_error(&e))? {
-            Value::String(text) => Ok(text.to_string_lossy()),
-            value @ (Value::Integer(_) | Value::Number(_)) => {
-                values::scalar_or_json(&self.lua, value, "the handler's result")
-            }
-            other => Err(RunError::new(
-                RunErrorKind::Lua,
-                format!(
-                    "the local tool `{alias}` returned a {}; handlers return a string",
-                    other.type_name()
-                ),
-            )),
-        }
     }
 
     /// Copies `reply` and `var` back into the walk state.
@@ -322,40 +266,75 @@ fn install(lua: &Lua, unit: &Arc<Unit>, state: &WalkState) -> mlua::Result<()> {
     globals.get::<Table>("string")?.raw_remove("dump")
 }
 
-/// Checks a local tool call's arguments against its declared parameters: a JSON object
-/// with every parameter present and of its declared type.
-fn check_local_args(params: &[(String, String)], arguments: &str) -> Result<Json, RunError> {
-    let invalid =
-        |why: String| RunError::new(RunErrorKind::Lua, format!("invalid arguments: {why}"));
-    let value: Json = serde_json::from_str(if arguments.trim().is_empty() {
-        "{}"
-    } else {
-        arguments
-    })
-    .map_err(|e| invalid(format!("not JSON ({e})")))?;
-    let Json::Object(map) = &value else {
-        return Err(invalid("expected a JSON object".to_owned()));
-    };
-    for (name, kind) in params {
-        let Some(arg) = map.get(name) else {
-            return Err(invalid(format!("missing required parameter `{name}`")));
-        };
-        let ok = match kind.as_str() {
-            "string" => arg.is_string(),
-            "integer" => arg.is_i64() || arg.is_u64(),
-            "number" => arg.is_number(),
-            "boolean" => arg.is_boolean(),
-            _ => false,
-        };
-        if !ok {
-            return Err(invalid(format!("parameter `{name}` must be a {kind}")));
+/// The seam a model turn sees the unit's VM through.
+impl TurnVm for Vm {
+    fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
+    fn set_sys_model(&self, model: &str, finish: Option<&str>) -> Result<(), RunError> {
+        let sys: Table = self
+            .lua
+            .named_registry_value(SYS_KEY)
+            .map_err(|e| from_lua_error(&e))?;
+        sys.raw_set("model", model)
+            .map_err(|e| from_lua_error(&e))?;
+        sys.raw_set("reply_finish_reason", finish)
+            .map_err(|e| from_lua_error(&e))
+    }
+
+    async fn run_handler(
+        &self,
+        alias: &str,
+        handler: mlua::Function,
+        args: Json,
+    ) -> Result<Result<String, RunError>, RunError> {
+        let unit = &self.unit;
+        let handled = self.call_handler(alias, handler, args).await;
+        match handled {
+            // A handler that ran out of its budget (or was cancelled) killed the unit.
+            Err(error) if error.is_cancelled() || unit.dead().is_some() => Err(error),
+            handled => Ok(handled),
         }
     }
-    if let Some(extra) = map
-        .keys()
-        .find(|k| !params.iter().any(|(name, _)| name == *k))
-    {
-        return Err(invalid(format!("unknown parameter `{extra}`")));
+}
+
+impl Vm {
+    /// Runs a local tool handler with the model's checked arguments; `jump` is disabled.
+    async fn call_handler(
+        &self,
+        alias: &str,
+        handler: mlua::Function,
+        args: Json,
+    ) -> Result<String, RunError> {
+        let unit = &self.unit;
+        let args = self.lua.to_value(&args).map_err(|e| from_lua_error(&e))?;
+        unit.check_alive()?;
+        unit.set_phase(super::unit::Phase::ToolHandler);
+        unit.start_block();
+        let result = tokio::select! {
+            result = handler.call_async::<Value>(args) => result,
+            () = unit.cancel.cancelled() => {
+                unit.set_phase(super::unit::Phase::Body);
+                return Err(unit.kill(RunError::cancelled()));
+            }
+        };
+        unit.set_phase(super::unit::Phase::Body);
+        if let Some(reason) = unit.dead() {
+            return Err(reason);
+        }
+        match result.map_err(|e| unit.lua_error(&e))? {
+            Value::String(text) => Ok(text.to_string_lossy()),
+            value @ (Value::Integer(_) | Value::Number(_)) => {
+                values::scalar_or_json(&self.lua, value, "the handler's result")
+            }
+            other => Err(RunError::new(
+                RunErrorKind::Lua,
+                format!(
+                    "the local tool `{alias}` returned a {}; handlers return a string",
+                    other.type_name()
+                ),
+            )),
+        }
     }
-    Ok(value)
 }

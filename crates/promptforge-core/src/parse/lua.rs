@@ -119,11 +119,11 @@ impl Compiler {
             .collect()
     }
 
-    /// Compiles the engine's per-VM prelude once per prompt, so VM setup loads bytecode.
+    /// Compiles the per-VM prelude ([`crate::sandbox`]) once per prompt, so VM setup loads bytecode.
     pub(crate) fn compile_prelude(&self) -> Result<Arc<[u8]>, ParseError> {
         let function = self
             .lua
-            .load(crate::engine::PRELUDE)
+            .load(crate::sandbox::PRELUDE)
             .set_name("=promptforge prelude")
             .into_function()
             .map_err(|e| {

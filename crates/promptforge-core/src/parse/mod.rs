@@ -234,6 +234,17 @@ struct Builder<'a> {
     compiler: lua::Compiler,
 }
 
+/// Which region a run of elements is: the rules for `---` and `lua shared` differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RegionKind {
+    /// The H1 region: `lua shared` blocks belong here; any `---`, even a leading one, ends
+    /// its executable content.
+    H1,
+    /// A section's region: a leading `---` takes it off the walk, a later one ends its
+    /// executable content; no `lua shared`.
+    Section,
+}
+
 /// The executable content of one region (the H1 or a section).
 struct Region {
     blocks: Vec<Block>,
@@ -289,7 +300,7 @@ impl Builder<'_> {
         }
 
         let region_end = |k: usize| heading_at.get(k + 1).copied().unwrap_or(elements.len());
-        let h1 = self.region(&elements[title_index + 1..region_end(0)], true)?;
+        let h1 = self.region(&elements[title_index + 1..region_end(0)], RegionKind::H1)?;
 
         let mut sections: Vec<Section> = Vec::new();
         let mut roots: Vec<SectionId> = Vec::new();
@@ -363,7 +374,7 @@ impl Builder<'_> {
                     ),
                 ));
             }
-            let region = self.region(&elements[at + 1..region_end(k)], false)?;
+            let region = self.region(&elements[at + 1..region_end(k)], RegionKind::Section)?;
             let id = sections.len();
             names.insert((parent, name.clone()), id);
             sections.push(Section {
@@ -400,7 +411,7 @@ impl Builder<'_> {
     }
 
     /// Splits a region's elements into Lua and prose blocks, applying the `---` roles.
-    fn region(&mut self, elements: &[Element], is_h1: bool) -> Result<Region, ParseError> {
+    fn region(&mut self, elements: &[Element], kind: RegionKind) -> Result<Region, ParseError> {
         let mut region = Region {
             blocks: Vec::new(),
             shared: Vec::new(),
@@ -416,7 +427,7 @@ impl Builder<'_> {
         let mut prose_from = first.range().start;
         for (index, element) in elements.iter().enumerate() {
             match element {
-                Element::Rule { range } if index == 0 && !is_h1 => {
+                Element::Rule { range } if index == 0 && kind == RegionKind::Section => {
                     region.off_walk = true;
                     prose_from = range.end;
                 }
@@ -430,7 +441,7 @@ impl Builder<'_> {
                     code,
                 } => {
                     let line = self.lines.line_of(range.start);
-                    if *role == FenceRole::Shared && !is_h1 {
+                    if *role == FenceRole::Shared && kind == RegionKind::Section {
                         return Err(ParseError::new(
                             ParseErrorKind::MisplacedShared,
                             "a `lua shared` block belongs in the H1 region, before the first section",

@@ -6,13 +6,21 @@ use promptforge_tool_picker::{ToolDescriptor, ToolId};
 use serde_json::Value as Json;
 
 use super::bindings::{ModelBinding, ToolBinding, binding_error, listing};
-use super::unit::Unit;
-use super::vm::Vm;
+use super::lua_tools::{ParamKind, check_local_args, local_handler};
+use super::{Host, TurnVm};
 use crate::client::{ChatMessage, ChatRequest, ChatResponse, CompletionError, ToolCall, ToolSpec};
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::{DebugEvent, Observation};
-use crate::prompt::Prose;
 use crate::tools::Tool;
+
+/// How many model rounds a prose block may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rounds {
+    /// One tool-free round (every prose block but the unit's last).
+    Single,
+    /// The full tool loop, up to `max_tool_iterations` rounds (the unit's last prose block).
+    ToolLoop,
+}
 
 /// How a prose block ended.
 pub(crate) enum ProseOutcome {
@@ -33,7 +41,7 @@ enum Offered {
         alias: String,
         description: String,
         parameters: Json,
-        params: Vec<(String, String)>,
+        params: Vec<(String, ParamKind)>,
     },
 }
 
@@ -75,9 +83,9 @@ impl Offered {
 }
 
 /// The section's model: its `models.use` selection, else the `models.default` baseline.
-fn section_model(unit: &Unit, prose: &Prose) -> Result<Arc<ModelBinding>, RunError> {
-    let selected = unit.scope().model_use.clone();
-    let bindings = unit.run.bindings();
+fn section_model<H: Host>(host: &H, line: usize) -> Result<Arc<ModelBinding>, RunError> {
+    let selected = host.scope().model_use.clone();
+    let bindings = host.agent().bindings();
     let alias = selected.or_else(|| bindings.default_model.clone()).ok_or_else(|| {
         RunError::new(
             RunErrorKind::NoModel,
@@ -85,8 +93,8 @@ fn section_model(unit: &Unit, prose: &Prose) -> Result<Arc<ModelBinding>, RunErr
                 "{}:{}: this section has prose for the model but no model is bound; declare one \
                  with models.default(alias, description) in the H1 or select one with \
                  models.use(alias)",
-                unit.run.prompt.origin(),
-                prose.line
+                host.agent().origin,
+                line
             ),
         )
     })?;
@@ -94,39 +102,39 @@ fn section_model(unit: &Unit, prose: &Prose) -> Result<Arc<ModelBinding>, RunErr
 }
 
 /// Runs one prose block: a single round, or the full tool loop for the last prose block.
-pub(crate) async fn prose_turn(
-    vm: &Vm,
-    unit: &Arc<Unit>,
-    prose: &Prose,
+pub(crate) async fn prose_turn<H: Host, V: TurnVm>(
+    host: &H,
+    vm: &V,
+    line: usize,
     text: String,
-    full_loop: bool,
+    rounds: Rounds,
 ) -> Result<ProseOutcome, RunError> {
-    let model = section_model(unit, prose)?;
+    let model = section_model(host, line)?;
     {
-        let mut scope = unit.scope();
+        let mut scope = host.scope();
         scope.visible_locals = scope.locals.len();
         scope.conversation.push(ChatMessage::User(text));
     }
-    if !full_loop {
-        let response = model_round(vm, unit, &model, Vec::new()).await?;
+    if rounds == Rounds::Single {
+        let response = model_round(vm, host, &model, Vec::new()).await?;
         let reply = response.content.clone().unwrap_or_default();
         if reply.trim().is_empty() {
             return Err(empty_reply(&response));
         }
-        unit.scope().conversation.push(ChatMessage::Assistant {
+        host.scope().conversation.push(ChatMessage::Assistant {
             content: Some(reply.clone()),
             tool_calls: Vec::new(),
         });
         return Ok(ProseOutcome::Reply(reply));
     }
 
-    let offered = offered_tools(unit)?;
-    check_near_duplicates(unit, &offered)?;
+    let offered = offered_tools(host)?;
+    check_near_duplicates(host, &offered)?;
     let specs: Vec<ToolSpec> = offered.iter().map(Offered::spec).collect();
-    let iterations = unit.run.max_tool_iterations();
+    let iterations = host.agent().max_tool_iterations;
     let mut calls_done = 0u32;
     for _ in 0..iterations {
-        let response = model_round(vm, unit, &model, specs.clone()).await?;
+        let response = model_round(vm, host, &model, specs.clone()).await?;
         if response.tool_calls.is_empty() {
             let reply = response.content.clone().unwrap_or_default();
             if reply.trim().is_empty() {
@@ -135,26 +143,26 @@ pub(crate) async fn prose_turn(
                 }
                 return Err(empty_reply(&response));
             }
-            unit.scope().conversation.push(ChatMessage::Assistant {
+            host.scope().conversation.push(ChatMessage::Assistant {
                 content: Some(reply.clone()),
                 tool_calls: Vec::new(),
             });
             return Ok(ProseOutcome::Reply(reply));
         }
-        unit.scope().conversation.push(ChatMessage::Assistant {
+        host.scope().conversation.push(ChatMessage::Assistant {
             content: response.content.clone().filter(|c| !c.is_empty()),
             tool_calls: response.tool_calls.clone(),
         });
         for call in &response.tool_calls {
-            let content = dispatch(vm, unit, &offered, call).await?;
+            let content = dispatch(vm, host, &offered, call).await?;
             calls_done += 1;
-            unit.scope().conversation.push(ChatMessage::Tool {
+            host.scope().conversation.push(ChatMessage::Tool {
                 tool_call_id: call.id.clone(),
                 content,
             });
         }
     }
-    if unit.arm.is_some() {
+    if host.in_fanout_arm() {
         return Ok(ProseOutcome::Exhausted);
     }
     Err(RunError::new(
@@ -162,8 +170,8 @@ pub(crate) async fn prose_turn(
         format!(
             "{}:{}: the tool loop used all {iterations} iterations (max_tool_iterations) without \
              a final reply",
-            unit.run.prompt.origin(),
-            prose.line
+            host.agent().origin,
+            line
         ),
     ))
 }
@@ -176,26 +184,26 @@ fn empty_reply(response: &ChatResponse) -> RunError {
 }
 
 /// One model request on the section's conversation; updates `sys` and observes.
-async fn model_round(
-    vm: &Vm,
-    unit: &Arc<Unit>,
+async fn model_round<H: Host, V: TurnVm>(
+    vm: &V,
+    host: &H,
     model: &ModelBinding,
     tools: Vec<ToolSpec>,
 ) -> Result<ChatResponse, RunError> {
-    let messages = unit.scope().conversation.clone();
-    let response = request(unit, model, messages, tools).await?;
+    let messages = host.scope().conversation.clone();
+    let response = request(host, model, messages, tools).await?;
     vm.set_sys_model(&model.model_id, response.finish_reason.as_deref())?;
     Ok(response)
 }
 
 /// `models.infer` / `handle:infer`: one tool-free round on a fresh conversation. Never
 /// touches `reply` or `sys`.
-pub(crate) async fn infer(
-    unit: &Arc<Unit>,
+pub(crate) async fn infer<H: Host>(
+    host: &H,
     model: &ModelBinding,
     prompt: String,
 ) -> Result<String, RunError> {
-    let response = request(unit, model, vec![ChatMessage::User(prompt)], Vec::new()).await?;
+    let response = request(host, model, vec![ChatMessage::User(prompt)], Vec::new()).await?;
     match response.content.clone() {
         Some(text) if !text.trim().is_empty() => Ok(text),
         _ => Err(empty_reply(&response)),
@@ -203,13 +211,13 @@ pub(crate) async fn infer(
 }
 
 /// Sends one request with cancellation, debug capture and observations.
-async fn request(
-    unit: &Arc<Unit>,
+async fn request<H: Host>(
+    host: &H,
     model: &ModelBinding,
     messages: Vec<ChatMessage>,
     tools: Vec<ToolSpec>,
 ) -> Result<ChatResponse, RunError> {
-    let run = &unit.run;
+    let run = host.agent();
     let client = run.client()?;
     let request = ChatRequest {
         model: model.model_id.clone(),
@@ -220,7 +228,7 @@ async fn request(
         thinking: model.thinking_request,
     };
     let turn = {
-        let mut scope = unit.scope();
+        let mut scope = host.scope();
         scope.turns += 1;
         scope.turns - 1
     };
@@ -228,19 +236,19 @@ async fn request(
         let body = request.to_json();
         debug.on_event(
             &run.execution,
-            &unit.heading,
+            host.heading(),
             turn,
             DebugEvent::Request { body: &body },
         );
     }
     let response = tokio::select! {
-        response = client.chat(&request, run.request_limits()) => response?,
-        () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+        response = client.chat(&request, run.request_limits) => response?,
+        () = host.cancel().cancelled() => return Err(RunError::cancelled()),
     };
     if let Some(debug) = &run.debug {
         debug.on_event(
             &run.execution,
-            &unit.heading,
+            host.heading(),
             turn,
             DebugEvent::Response {
                 body: &response.raw,
@@ -249,22 +257,16 @@ async fn request(
             },
         );
     }
-    run.observe(
-        &unit.heading,
-        Observation::ModelTurnCompleted {
-            model: &model.model_id,
-            finish_reason: response.finish_reason.as_deref(),
-            turn,
-        },
-    );
+    host.observe(Observation::ModelTurnCompleted {
+        model: &model.model_id,
+        finish_reason: response.finish_reason.as_deref(),
+        turn,
+    });
     if response.finish_reason.as_deref() == Some("length") {
-        run.observe(
-            &unit.heading,
-            Observation::ModelTurnTruncated {
-                model: &model.model_id,
-                turn,
-            },
-        );
+        host.observe(Observation::ModelTurnTruncated {
+            model: &model.model_id,
+            turn,
+        });
     }
     Ok(response)
 }
@@ -272,9 +274,9 @@ async fn request(
 /// The tools the section offers: `tools.always`, then `tools.add`, then the local tools
 /// declared before this prose block. Description precedence: add, then bind/always, then
 /// the catalog.
-fn offered_tools(unit: &Unit) -> Result<Vec<Offered>, RunError> {
-    let scope = unit.scope();
-    let bindings = unit.run.bindings();
+fn offered_tools<H: Host>(host: &H) -> Result<Vec<Offered>, RunError> {
+    let scope = host.scope();
+    let bindings = host.agent().bindings();
     let mut offered: Vec<Offered> = Vec::new();
     let mut push = |binding: &Arc<ToolBinding>, description: Option<&String>| {
         if offered
@@ -323,12 +325,12 @@ fn offered_tools(unit: &Unit) -> Result<Vec<Offered>, RunError> {
 /// section offers is compared, catalog and local alike (a local tool by its description and
 /// parameters). Fails closed: when a comparison cannot be made (no picker, a catalog tool
 /// the picker does not index, a tool that cannot be embedded) the section does not run.
-fn check_near_duplicates(unit: &Unit, offered: &[Offered]) -> Result<(), RunError> {
+fn check_near_duplicates<H: Host>(host: &H, offered: &[Offered]) -> Result<(), RunError> {
     if offered.len() < 2 {
         return Ok(());
     }
     let names: Vec<String> = offered.iter().map(offered_name).collect();
-    let Some(picker) = unit.run.picker()? else {
+    let Some(picker) = host.agent().picker()? else {
         return Err(binding_error(format!(
             "the tools {} offered to this section cannot be checked for near-duplicates:              this run has no tool picker",
             names.join(", ")
@@ -394,13 +396,13 @@ fn offered_name(entry: &Offered) -> String {
 }
 
 /// Runs one tool call; failures become text for the model. Cancellation is fatal.
-async fn dispatch(
-    vm: &Vm,
-    unit: &Arc<Unit>,
+async fn dispatch<H: Host, V: TurnVm>(
+    vm: &V,
+    host: &H,
     offered: &[Offered],
     call: &ToolCall,
 ) -> Result<String, RunError> {
-    let run = &unit.run;
+    let run = host.agent();
     let Some(entry) = offered.iter().find(|o| o.wire_name() == call.name) else {
         let declared = run
             .bindings()
@@ -422,16 +424,13 @@ async fn dispatch(
                 listing(&available)
             )
         };
-        run.observe(
-            &unit.heading,
-            Observation::ToolCallFailed {
-                tool: &call.name,
-                error: &why,
-            },
-        );
+        host.observe(Observation::ToolCallFailed {
+            tool: &call.name,
+            error: &why,
+        });
         return Ok(why);
     };
-    *unit
+    *host
         .scope()
         .calls
         .entry(entry.alias().to_owned())
@@ -441,40 +440,38 @@ async fn dispatch(
             let call_future = tool.call(&call.arguments);
             let result = tokio::select! {
                 result = call_future => result,
-                () = unit.cancel.cancelled() => return Err(RunError::cancelled()),
+                () = host.cancel().cancelled() => return Err(RunError::cancelled()),
             };
             match result {
                 Ok(output) if output.is_trusted() => Ok(output.into_text()),
                 Ok(output) => Ok(crate::envelope::wrap(output.text(), &run.nonce)),
-                Err(error) if error.is_cancelled() => return Err(RunError::cancelled()),
+                Err(error) if error.is_cancelled() => return Err(RunError::tool_cancelled(error)),
                 Err(error) => Err(error.to_string()),
             }
         }
         Offered::Local { alias, params, .. } => {
-            match vm.call_local(unit, alias, params, &call.arguments).await {
-                Ok(text) => Ok(text),
-                // A handler that ran out of its budget (or was cancelled) killed the unit.
-                Err(error) if error.is_cancelled() || unit.dead().is_some() => return Err(error),
-                Err(error) => Err(error.message().to_owned()),
-            }
+            // A handler that ran out of its budget (or was cancelled) killed the unit: that
+            // error ends the section; every other failure is text for the model.
+            let handled = match check_local_args(params, &call.arguments) {
+                Ok(args) => match local_handler(vm.lua(), alias) {
+                    Ok(handler) => vm.run_handler(alias, handler, args).await?,
+                    Err(error) => Err(error),
+                },
+                Err(error) => Err(error),
+            };
+            handled.map_err(|error| error.message().to_owned())
         }
     };
     match outcome {
         Ok(text) => {
-            run.observe(
-                &unit.heading,
-                Observation::ToolCallSucceeded { tool: &call.name },
-            );
+            host.observe(Observation::ToolCallSucceeded { tool: &call.name });
             Ok(text)
         }
         Err(why) => {
-            run.observe(
-                &unit.heading,
-                Observation::ToolCallFailed {
-                    tool: &call.name,
-                    error: &why,
-                },
-            );
+            host.observe(Observation::ToolCallFailed {
+                tool: &call.name,
+                error: &why,
+            });
             Ok(format!("error: {why}"))
         }
     }

@@ -3,17 +3,118 @@
 use std::sync::Arc;
 
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
+use serde_json::Value as Json;
 
+use super::Host;
 use super::bindings::{
     ToolBinding, binding_error, check_alias, listing, local_schema, resolve_tool,
 };
-use super::unit::{LocalTool, Unit};
-use super::values::raise;
-use super::vm::HELPERS_KEY;
-use crate::error::RunError;
+use crate::error::{RunError, RunErrorKind};
+use crate::sandbox::HELPERS_KEY;
+use crate::sandbox::values::{from_lua_error, raise};
 
 /// The registry table holding local tool handlers by alias.
-pub(crate) const LOCAL_HANDLERS_KEY: &str = "promptforge.local_tools";
+const LOCAL_HANDLERS_KEY: &str = "promptforge.local_tools";
+
+/// A Lua-backed tool declared with `tools.add_local`.
+pub(crate) struct LocalTool {
+    pub(crate) alias: String,
+    pub(crate) description: String,
+    pub(crate) parameters: Json,
+    /// `(name, kind)` of every parameter, for argument checks.
+    pub(crate) params: Vec<(String, ParamKind)>,
+}
+
+/// The JSON type of a local tool's parameter, parsed once at `tools.add_local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum ParamKind {
+    /// `"string"`.
+    String,
+    /// `"integer"`: a JSON number without a fraction.
+    Integer,
+    /// `"number"`.
+    Number,
+    /// `"boolean"`.
+    Boolean,
+}
+
+impl ParamKind {
+    /// The kind a type name declares, if it is one of the supported four.
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        match name {
+            "string" => Some(Self::String),
+            "integer" => Some(Self::Integer),
+            "number" => Some(Self::Number),
+            "boolean" => Some(Self::Boolean),
+            _ => None,
+        }
+    }
+
+    /// The JSON Schema type name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Integer => "integer",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+        }
+    }
+
+    /// Whether a model-supplied argument has this type.
+    pub(crate) fn admits(self, value: &Json) -> bool {
+        match self {
+            Self::String => value.is_string(),
+            Self::Integer => value.is_i64() || value.is_u64(),
+            Self::Number => value.is_number(),
+            Self::Boolean => value.is_boolean(),
+        }
+    }
+}
+
+/// The handler `tools.add_local` registered for `alias` in this VM.
+pub(crate) fn local_handler(lua: &Lua, alias: &str) -> Result<Function, RunError> {
+    let handlers: Table = lua
+        .named_registry_value(LOCAL_HANDLERS_KEY)
+        .map_err(|e| from_lua_error(&e))?;
+    handlers.raw_get(alias).map_err(|e| from_lua_error(&e))
+}
+
+/// Checks a local tool call's arguments against its declared parameters: a JSON object
+/// with every parameter present and of its declared type.
+pub(crate) fn check_local_args(
+    params: &[(String, ParamKind)],
+    arguments: &str,
+) -> Result<Json, RunError> {
+    let invalid =
+        |why: String| RunError::new(RunErrorKind::Lua, format!("invalid arguments: {why}"));
+    let value: Json = serde_json::from_str(if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    })
+    .map_err(|e| invalid(format!("not JSON ({e})")))?;
+    let Json::Object(map) = &value else {
+        return Err(invalid("expected a JSON object".to_owned()));
+    };
+    for (name, kind) in params {
+        let Some(arg) = map.get(name) else {
+            return Err(invalid(format!("missing required parameter `{name}`")));
+        };
+        if !kind.admits(arg) {
+            return Err(invalid(format!(
+                "parameter `{name}` must be a {}",
+                kind.as_str()
+            )));
+        }
+    }
+    if let Some(extra) = map
+        .keys()
+        .find(|k| !params.iter().any(|(name, _)| name == *k))
+    {
+        return Err(invalid(format!("unknown parameter `{extra}`")));
+    }
+    Ok(value)
+}
 
 /// Builds the frozen Lua handle of a declared tool (see the prelude's `tool_handle`).
 pub(crate) fn handle(lua: &Lua, binding: &ToolBinding) -> mlua::Result<Table> {
@@ -41,21 +142,26 @@ fn alias_of(value: &Value) -> Result<String, RunError> {
     }
 }
 
-fn bind(
-    unit: &Arc<Unit>,
+fn bind<H: Host>(
+    host: &H,
     alias: &str,
     description: &str,
     facing: Option<String>,
 ) -> Result<Arc<ToolBinding>, RunError> {
     check_alias(alias)?;
-    unit.run.bindings().check_free(alias)?;
-    let tool = resolve_tool(unit.run.picker()?, &unit.run.tools, alias, description)?;
+    host.agent().bindings().check_free(alias)?;
+    let tool = resolve_tool(
+        host.agent().picker()?,
+        &host.agent().tools,
+        alias,
+        description,
+    )?;
     let binding = Arc::new(ToolBinding {
         alias: alias.to_owned(),
         description: facing.unwrap_or_else(|| tool.description().to_owned()),
         tool,
     });
-    let mut bindings = unit.run.bindings();
+    let mut bindings = host.agent().bindings();
     bindings.check_free(alias)?;
     bindings
         .tools
@@ -63,12 +169,12 @@ fn bind(
     Ok(binding)
 }
 
-fn always(
-    unit: &Arc<Unit>,
+fn always<H: Host>(
+    host: &H,
     alias: &str,
     facing: Option<String>,
 ) -> Result<Arc<ToolBinding>, RunError> {
-    let mut bindings = unit.run.bindings();
+    let mut bindings = host.agent().bindings();
     let mut binding = bindings.tool(alias)?;
     if let Some(description) = facing {
         binding = Arc::new(ToolBinding {
@@ -87,7 +193,7 @@ fn always(
 }
 
 /// `tools.add`: every entry is checked before any is added.
-fn add(unit: &Arc<Unit>, target: &Value, facing: Option<String>) -> Result<(), RunError> {
+fn add<H: Host>(host: &H, target: &Value, facing: Option<String>) -> Result<(), RunError> {
     let aliases: Vec<String> = match target {
         Value::Table(list) if list.get::<Value>("name").is_ok_and(|n| n.is_nil()) => list
             .sequence_values::<Value>()
@@ -99,12 +205,12 @@ fn add(unit: &Arc<Unit>, target: &Value, facing: Option<String>) -> Result<(), R
         other => vec![alias_of(other)?],
     };
     {
-        let bindings = unit.run.bindings();
+        let bindings = host.agent().bindings();
         for alias in &aliases {
             bindings.tool(alias)?;
         }
     }
-    let mut scope = unit.scope();
+    let mut scope = host.scope();
     for alias in aliases {
         scope.added.retain(|(a, _)| *a != alias);
         scope.added.push((alias, facing.clone()));
@@ -113,7 +219,7 @@ fn add(unit: &Arc<Unit>, target: &Value, facing: Option<String>) -> Result<(), R
 }
 
 /// Reads an `add_local` params table into `(name, type, description)`, sorted by name.
-fn local_params(params: &Table) -> Result<Vec<(String, String, Option<String>)>, RunError> {
+fn local_params(params: &Table) -> Result<Vec<(String, ParamKind, Option<String>)>, RunError> {
     let mut out = Vec::new();
     for pair in params.pairs::<Value, Value>() {
         let (key, value) =
@@ -145,39 +251,39 @@ fn local_params(params: &Table) -> Result<Vec<(String, String, Option<String>)>,
                 )));
             }
         };
-        if !matches!(kind.as_str(), "string" | "integer" | "number" | "boolean") {
+        let Some(kind) = ParamKind::parse(&kind) else {
             return Err(binding_error(format!(
                 "tools.add_local parameter `{name}` has the type `{kind}`; supported types are string, integer, number and boolean"
             )));
-        }
+        };
         out.push((name, kind, description));
     }
     out.sort();
     Ok(out)
 }
 
-fn add_local(
+fn add_local<H: Host>(
     lua: &Lua,
-    unit: &Arc<Unit>,
+    host: &H,
     alias: &str,
     description: &str,
     params: &Table,
     handler: Function,
 ) -> Result<(), RunError> {
-    if unit.section.is_none() {
+    if !host.in_section() {
         return Err(binding_error(
             "tools.add_local is available in sections (H2 and below), not in the H1 preamble",
         ));
     }
     check_alias(alias)?;
-    if unit.run.bindings().tools.contains_key(alias)
-        || unit.run.bindings().models.contains_key(alias)
+    if host.agent().bindings().tools.contains_key(alias)
+        || host.agent().bindings().models.contains_key(alias)
     {
         return Err(binding_error(format!(
             "tools.add_local(\"{alias}\"): the alias is already declared by tools.bind, tools.always or models"
         )));
     }
-    if unit.scope().locals.iter().any(|l| l.alias == alias) {
+    if host.scope().locals.iter().any(|l| l.alias == alias) {
         return Err(binding_error(format!(
             "tools.add_local(\"{alias}\"): this section already declares a local tool with that alias"
         )));
@@ -189,7 +295,7 @@ fn add_local(
     handlers
         .raw_set(alias, handler)
         .map_err(|e| binding_error(e.to_string()))?;
-    unit.scope().locals.push(LocalTool {
+    host.scope().locals.push(LocalTool {
         alias: alias.to_owned(),
         description: description.to_owned(),
         parameters: local_schema(&params),
@@ -202,9 +308,9 @@ fn add_local(
 }
 
 /// The count for `alias`, or an error listing the aliases that have counts.
-fn calls(unit: &Unit, alias: &str) -> Result<u32, RunError> {
-    let scope = unit.scope();
-    let bindings = unit.run.bindings();
+fn calls<H: Host>(host: &H, alias: &str) -> Result<u32, RunError> {
+    let scope = host.scope();
+    let bindings = host.agent().bindings();
     let known = bindings.tools.contains_key(alias) || scope.locals.iter().any(|l| l.alias == alias);
     if known {
         return Ok(scope.calls.get(alias).copied().unwrap_or(0));
@@ -217,46 +323,46 @@ fn calls(unit: &Unit, alias: &str) -> Result<u32, RunError> {
     )))
 }
 
-pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
+pub(crate) fn install<H: Host>(lua: &Lua, host: &Arc<H>) -> mlua::Result<Table> {
     lua.set_named_registry_value(LOCAL_HANDLERS_KEY, lua.create_table()?)?;
     let tools = lua.create_table()?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     tools.set(
         "bind",
         lua.create_function(
             move |lua, (alias, description, facing): (String, String, Option<String>)| {
-                let binding = bind(&u, &alias, &description, facing).map_err(|e| raise(lua, e))?;
+                let binding = bind(&*u, &alias, &description, facing).map_err(|e| raise(lua, e))?;
                 handle(lua, &binding)
             },
         )?,
     )?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     tools.set(
         "always",
         lua.create_function(move |lua, (target, facing): (Value, Option<String>)| {
             let binding = alias_of(&target)
-                .and_then(|alias| always(&u, &alias, facing))
+                .and_then(|alias| always(&*u, &alias, facing))
                 .map_err(|e| raise(lua, e))?;
             handle(lua, &binding)
         })?,
     )?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     tools.set(
         "add",
         lua.create_function(move |lua, (target, facing): (Value, Option<String>)| {
-            add(&u, &target, facing).map_err(|e| raise(lua, e))
+            add(&*u, &target, facing).map_err(|e| raise(lua, e))
         })?,
     )?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     tools.set(
         "add_local",
         lua.create_function(
             move |lua, (alias, description, params, handler): (String, String, Table, Function)| {
-                add_local(lua, &u, &alias, &description, &params, handler)
+                add_local(lua, &*u, &alias, &description, &params, handler)
                     .map_err(|e| raise(lua, e))
             },
         )?,
@@ -264,11 +370,11 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
 
     let counts = lua.create_table()?;
     let meta = lua.create_table()?;
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     meta.set(
         "__index",
         lua.create_function(move |lua, (_, alias): (Table, String)| {
-            calls(&u, &alias).map_err(|e| raise(lua, e))
+            calls(&*u, &alias).map_err(|e| raise(lua, e))
         })?,
     )?;
     meta.set(
@@ -285,10 +391,10 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
 }
 
 /// Installs declared aliases as bare globals (after the shared library replay).
-pub(crate) fn install_aliases(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
+pub(crate) fn install_aliases<H: Host>(lua: &Lua, host: &H) -> mlua::Result<()> {
     let globals = lua.globals();
     let (tools, models): (Vec<_>, Vec<_>) = {
-        let bindings = unit.run.bindings();
+        let bindings = host.agent().bindings();
         (
             bindings.tools.values().cloned().collect(),
             bindings.models.values().cloned().collect(),

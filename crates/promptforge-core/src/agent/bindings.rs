@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use promptforge_tool_picker::{Catalog, LazyPicker, Outcome, ToolDescriptor, ToolPicker};
 use serde_json::{Value as Json, json};
 
+use super::ParamKind;
 use crate::client::{ModelCatalog, ModelDescriptor, ModelKind, Thinking};
 use crate::error::{RunError, RunErrorKind};
 use crate::tools::{Tool, ToolCatalog, ToolId};
@@ -255,7 +256,7 @@ impl ModelResolver {
             .as_ref()
             .map_err(|e| binding_error(format!("cannot index the model catalog: {e}")))?;
         let outcome = picker.resolve(description).map_err(|e| {
-            binding_error(format!("cannot embed the description `{description}`: {e}"))
+            binding_error(format!("cannot embed the description `{description}`: {e}")).caused_by(e)
         })?;
         let chosen = match outcome {
             Outcome::Bind(tool) => tool.name().to_owned(),
@@ -316,9 +317,9 @@ pub(crate) fn resolve_tool(
             "tools.bind(\"{alias}\", \"{description}\"): this run has no tool picker, so no tool can be bound"
         )));
     };
-    let outcome = picker
-        .resolve(description)
-        .map_err(|e| binding_error(format!("cannot embed the description `{description}`: {e}")))?;
+    let outcome = picker.resolve(description).map_err(|e| {
+        binding_error(format!("cannot embed the description `{description}`: {e}")).caused_by(e)
+    })?;
     let id = match outcome {
         Outcome::Bind(tool) => tool.id().clone(),
         Outcome::Absent => {
@@ -356,11 +357,11 @@ pub(crate) fn resolve_tool(
 }
 
 /// The JSON Schema of an `add_local` params table: every parameter required.
-pub(crate) fn local_schema(params: &[(String, String, Option<String>)]) -> Json {
+pub(crate) fn local_schema(params: &[(String, ParamKind, Option<String>)]) -> Json {
     let mut properties = serde_json::Map::new();
     for (name, kind, description) in params {
         let mut property = serde_json::Map::new();
-        property.insert("type".into(), json!(kind));
+        property.insert("type".into(), json!(kind.as_str()));
         if let Some(description) = description {
             property.insert("description".into(), json!(description));
         }
@@ -446,8 +447,8 @@ mod tests {
     #[test]
     fn local_schemas_require_every_parameter() {
         let schema = local_schema(&[
-            ("name".into(), "string".into(), Some("Heading".into())),
-            ("count".into(), "integer".into(), None),
+            ("name".into(), ParamKind::String, Some("Heading".into())),
+            ("count".into(), ParamKind::Integer, None),
         ]);
         assert_eq!(schema["required"], json!(["name", "count"]));
         assert_eq!(schema["properties"]["name"]["description"], "Heading");

@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use mlua::{Function, Lua, Table, Value};
 
+use super::Host;
 use super::bindings::{Declaration, ModelBinding, ModelOpts, binding_error, check_alias};
-use super::unit::Unit;
-use super::values::raise;
-use super::vm::HELPERS_KEY;
 use crate::client::Thinking;
 use crate::error::RunError;
+use crate::sandbox::HELPERS_KEY;
+use crate::sandbox::values::raise;
 
 /// Builds the frozen Lua handle of a declared model (see the prelude's `model_handle`).
 pub(crate) fn handle(lua: &Lua, binding: &ModelBinding) -> mlua::Result<Table> {
@@ -71,69 +71,71 @@ fn opts(value: Value) -> Result<ModelOpts, RunError> {
 }
 
 /// Resolves and records a declaration; nothing changes when any step fails.
-fn declare(
-    unit: &Arc<Unit>,
+fn declare<H: Host>(
+    host: &H,
     alias: &str,
     description: &str,
     raw_opts: Value,
     declaration: Declaration,
 ) -> Result<Arc<ModelBinding>, RunError> {
-    let make_default = declaration == Declaration::Default;
     check_alias(alias)?;
     let opts = opts(raw_opts)?;
     {
-        let bindings = unit.run.bindings();
+        let bindings = host.agent().bindings();
         bindings.check_free(alias)?;
-        if make_default && let Some(existing) = &bindings.default_model {
+        if declaration == Declaration::Default
+            && let Some(existing) = &bindings.default_model
+        {
             return Err(binding_error(format!(
                 "models.default was already called (the default is `{existing}`)"
             )));
         }
     }
-    let binding = Arc::new(
-        unit.run
-            .resolver()
-            .resolve(declaration, alias, description, &opts)?,
-    );
-    let mut bindings = unit.run.bindings();
+    let binding = Arc::new(host.agent().resolver.resolve(
+        declaration,
+        alias,
+        description,
+        &opts,
+    )?);
+    let mut bindings = host.agent().bindings();
     // Re-check under the lock: a concurrent arm may have declared meanwhile.
     bindings.check_free(alias)?;
-    if make_default && bindings.default_model.is_some() {
+    if declaration == Declaration::Default && bindings.default_model.is_some() {
         return Err(binding_error("models.default was already called"));
     }
     bindings
         .models
         .insert(alias.to_owned(), Arc::clone(&binding));
-    if make_default {
+    if declaration == Declaration::Default {
         bindings.default_model = Some(alias.to_owned());
     }
     Ok(binding)
 }
 
-pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
+pub(crate) fn install<H: Host>(lua: &Lua, host: &Arc<H>) -> mlua::Result<Table> {
     let models = lua.create_table()?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     models.set(
         "bind",
         lua.create_function(
             move |lua, (alias, description, raw): (String, String, Value)| {
-                let binding = declare(&u, &alias, &description, raw, Declaration::Bind)
+                let binding = declare(&*u, &alias, &description, raw, Declaration::Bind)
                     .map_err(|e| raise(lua, e))?;
                 handle(lua, &binding)
             },
         )?,
     )?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     models.set(
         "default",
         lua.create_function(
             move |lua, (alias, description, raw): (String, Option<String>, Value)| {
                 let binding = match description {
-                    Some(description) => declare(&u, &alias, &description, raw, Declaration::Default),
+                    Some(description) => declare(&*u, &alias, &description, raw, Declaration::Default),
                     None => {
-                        let mut bindings = u.run.bindings();
+                        let mut bindings = u.agent().bindings();
                         bindings.model(&alias).and_then(|binding| {
                             if let Some(existing) = &bindings.default_model {
                                 return Err(binding_error(format!(
@@ -151,11 +153,11 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         )?,
     )?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     models.set(
         "use",
         lua.create_function(move |lua, alias: String| {
-            let binding = u.run.bindings().model(&alias).map_err(|e| raise(lua, e))?;
+            let binding = u.agent().bindings().model(&alias).map_err(|e| raise(lua, e))?;
             let mut scope = u.scope();
             if let Some(previous) = &scope.model_use {
                 let error = binding_error(format!(
@@ -170,11 +172,15 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         })?,
     )?;
 
-    let u = Arc::clone(unit);
+    let u = Arc::clone(host);
     models.set(
         "get",
         lua.create_function(move |lua, alias: String| {
-            let binding = u.run.bindings().model(&alias).map_err(|e| raise(lua, e))?;
+            let binding = u
+                .agent()
+                .bindings()
+                .model(&alias)
+                .map_err(|e| raise(lua, e))?;
             handle(lua, &binding)
         })?,
     )?;
@@ -184,9 +190,9 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
 
 /// The section's current model for `models.infer`: its `models.use` selection, else the
 /// `models.default` baseline.
-pub(crate) fn section_model(unit: &Unit) -> Result<Arc<ModelBinding>, RunError> {
-    let selected = unit.scope().model_use.clone();
-    let bindings = unit.run.bindings();
+pub(crate) fn section_model<H: Host>(host: &H) -> Result<Arc<ModelBinding>, RunError> {
+    let selected = host.scope().model_use.clone();
+    let bindings = host.agent().bindings();
     selected
         .or_else(|| bindings.default_model.clone())
         .ok_or_else(|| {
