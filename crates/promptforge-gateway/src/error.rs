@@ -2,35 +2,9 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
-
-/// The OpenAI `error.type` of an envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorType {
-    /// The request is wrong (4xx).
-    InvalidRequest,
-    /// The bearer key is missing or wrong (401).
-    Authentication,
-    /// The backend failed (5xx).
-    Upstream,
-    /// The gateway itself failed (5xx).
-    Server,
-    /// A capacity limit was hit (429/503).
-    RateLimit,
-}
-
-impl ErrorType {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InvalidRequest => "invalid_request_error",
-            Self::Authentication => "authentication_error",
-            Self::Upstream => "upstream_error",
-            Self::Server => "server_error",
-            Self::RateLimit => "rate_limit_error",
-        }
-    }
-}
+use promptforge_wire::ErrorEnvelope;
+pub use promptforge_wire::ErrorType;
+use serde_json::Value;
 
 /// An error answered as `{"error": {"message", "type", "code"}}` with an HTTP status.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -120,13 +94,7 @@ impl ApiError {
 
     /// The envelope body.
     pub fn envelope(&self) -> Value {
-        json!({
-            "error": {
-                "message": self.message,
-                "type": self.kind.as_str(),
-                "code": self.code,
-            }
-        })
+        ErrorEnvelope::new(self.kind, self.code, self.message.clone()).to_value()
     }
 }
 

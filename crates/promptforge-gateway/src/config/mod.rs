@@ -24,6 +24,8 @@ pub use env::EnvLayers;
 pub use files::{MAX_CONFIG_FILE_BYTES, MAX_INCLUDE_FILES};
 pub use load::{ProfileSource, available_profiles, load_boot_server, load_profile, profile_source};
 
+pub use promptforge_wire::{Freshness, ModelKind, SafeSearch, Thinking};
+
 use crate::secret::Secret;
 
 /// What went wrong while loading configuration, for programmatic handling.
@@ -216,50 +218,6 @@ pub struct EndpointConfig {
     pub max_stream_event_bytes: usize,
 }
 
-/// What a model serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelKind {
-    /// `POST /v1/chat/completions`.
-    Chat,
-    /// `POST /v1/embeddings`.
-    Embedding,
-    /// `POST /v1/rerank`.
-    Classifier,
-}
-
-impl ModelKind {
-    /// The configuration and wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chat => "chat",
-            Self::Embedding => "embedding",
-            Self::Classifier => "classifier",
-        }
-    }
-}
-
-/// A chat model's thinking mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Thinking {
-    /// The model never thinks (default).
-    Never,
-    /// The model always thinks.
-    Always,
-    /// Thinking can be switched per request.
-    Switchable,
-}
-
-impl Thinking {
-    /// The configuration and wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Never => "never",
-            Self::Always => "always",
-            Self::Switchable => "switchable",
-        }
-    }
-}
-
 /// How tool calls reach the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolDialect {
@@ -397,9 +355,9 @@ pub struct WebSearchConfig {
     /// Results kept per host (default 2).
     pub max_per_host: u32,
     /// Freshness when the request has none.
-    pub default_freshness: Option<String>,
+    pub default_freshness: Option<Freshness>,
     /// Safe-search level when the request has none.
-    pub default_safesearch: Option<String>,
+    pub default_safesearch: Option<SafeSearch>,
     /// Drop tracking query parameters from result URLs (default true).
     pub strip_tracking: bool,
 }

@@ -2,7 +2,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
+
+use promptforge_wire::UnknownValue;
 
 use super::load::{Merged, Sourced};
 use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
@@ -509,30 +512,26 @@ pub(crate) fn server_limits(file: &Path, raw: &RawServer) -> Result<ServerLimits
     })
 }
 
+/// A closed wire enumeration read from a configuration string; `None` when absent.
+fn wire_value<T: FromStr<Err = UnknownValue>>(
+    file: &Path,
+    key: String,
+    value: Option<&str>,
+) -> Result<Option<T>, ConfigError> {
+    value
+        .map(|text| {
+            text.parse()
+                .map_err(|e: UnknownValue| invalid(file, key, e.reason()))
+        })
+        .transpose()
+}
+
 fn model_kind(file: &Path, key: String, value: Option<&str>) -> Result<ModelKind, ConfigError> {
-    match value {
-        None | Some("chat") => Ok(ModelKind::Chat),
-        Some("embedding") => Ok(ModelKind::Embedding),
-        Some("classifier") => Ok(ModelKind::Classifier),
-        Some(other) => Err(invalid(
-            file,
-            key,
-            format!("`{other}` is not chat, embedding or classifier"),
-        )),
-    }
+    Ok(wire_value(file, key, value)?.unwrap_or(ModelKind::Chat))
 }
 
 fn thinking(file: &Path, key: String, value: Option<&str>) -> Result<Thinking, ConfigError> {
-    match value {
-        None | Some("never") => Ok(Thinking::Never),
-        Some("always") => Ok(Thinking::Always),
-        Some("switchable") => Ok(Thinking::Switchable),
-        Some(other) => Err(invalid(
-            file,
-            key,
-            format!("`{other}` is not never, always or switchable"),
-        )),
-    }
+    Ok(wire_value(file, key, value)?.unwrap_or(Thinking::Never))
 }
 
 /// The catalog fields shared by `[[model]]` and `[[local_model]]`.
@@ -968,26 +967,16 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         None => 2,
         Some(v) => small_positive(file, key("max_per_host"), v)?,
     };
-    let default_freshness = raw.default_freshness.clone().filter(|f| !f.is_empty());
-    if let Some(f) = &default_freshness
-        && !["pd", "pw", "pm", "py"].contains(&f.as_str())
-    {
-        return Err(invalid(
-            file,
-            key("default_freshness"),
-            format!("`{f}` is not pd, pw, pm or py"),
-        ));
-    }
-    let default_safesearch = raw.default_safesearch.clone().filter(|f| !f.is_empty());
-    if let Some(s) = &default_safesearch
-        && !["off", "moderate", "strict"].contains(&s.as_str())
-    {
-        return Err(invalid(
-            file,
-            key("default_safesearch"),
-            format!("`{s}` is not off, moderate or strict"),
-        ));
-    }
+    let default_freshness = wire_value(
+        file,
+        key("default_freshness"),
+        raw.default_freshness.as_deref().filter(|f| !f.is_empty()),
+    )?;
+    let default_safesearch = wire_value(
+        file,
+        key("default_safesearch"),
+        raw.default_safesearch.as_deref().filter(|f| !f.is_empty()),
+    )?;
     Ok(WebSearchConfig {
         api_key: raw.api_key.clone(),
         base_url,

@@ -21,6 +21,7 @@ use crate::admission::{self, Admission, Permit};
 use crate::config::{ModelConfig, ModelKind};
 use crate::error::{ApiError, ErrorType};
 use crate::relay::{self, UpstreamCall};
+use crate::secret::SecretMatch;
 use crate::state::{AppState, Route, Runtime};
 
 /// Largest request body accepted (images travel inline as base64).

@@ -48,10 +48,10 @@ pub async fn search(
         ("count", config.max_count.to_string()),
     ];
     if let Some(f) = &search.freshness {
-        params.push(("freshness", f.clone()));
+        params.push(("freshness", f.as_str().to_owned()));
     }
     if let Some(s) = &search.safe_search {
-        params.push(("safesearch", s.clone()));
+        params.push(("safesearch", s.as_str().to_owned()));
     }
     if let Some(c) = &search.country {
         params.push(("country", c.clone()));

@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use super::request::Search;
 
 /// URLs longer than this are dropped.
@@ -27,23 +25,7 @@ pub struct RawHit {
 }
 
 /// One result as returned to the caller.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Hit {
-    /// Plain-text title.
-    pub title: String,
-    /// The URL, tracking parameters removed.
-    pub url: String,
-    /// Plain-text description.
-    pub description: String,
-    /// Age, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub age: Option<String>,
-    /// The host the result lives on, without `www.`.
-    pub site_name: String,
-    /// Extra snippets, when any.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub extra_snippets: Vec<String>,
-}
+pub use promptforge_wire::WebSearchHit as Hit;
 
 /// Runs the whole pipeline.
 pub fn process(
