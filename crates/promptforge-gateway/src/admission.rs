@@ -11,12 +11,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use axum::http::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::config::{DominionConfig, QueuePolicy};
-use crate::error::{ApiError, ErrorType};
+use crate::error::ErrorCode;
 
 /// The label of requests without a (valid) `X-PromptForge-Client` header, and of labels
 /// beyond [`MAX_TRACKED_LABELS`].
@@ -25,6 +24,50 @@ pub const DEFAULT_LABEL: &str = "default";
 pub const MAX_TRACKED_LABELS: usize = 32;
 /// The longest accepted label.
 const MAX_LABEL_LEN: usize = 64;
+
+/// Why a request got no slot. `routes/` answers it as an error envelope with the status of
+/// [`AdmissionError::error_code`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmissionError {
+    /// `policy = "reject"` and no free slot.
+    #[error("dominion {dominion} has no free slot (policy = \"reject\")")]
+    Rejected {
+        /// The dominion's id.
+        dominion: String,
+    },
+    /// Every slot busy and `max_queue` requests already waiting.
+    #[error(
+        "dominion {dominion}: every slot is busy and the queue is full; retry after a back-off"
+    )]
+    Full {
+        /// The dominion's id.
+        dominion: String,
+    },
+    /// The queue went away before handing over a slot (cannot happen while the dominion
+    /// lives).
+    #[error("admission queue closed")]
+    Closed,
+}
+
+impl AdmissionError {
+    /// The error code routes answer with: `queue_rejected` (429) or `queue_full` (503).
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::Rejected { .. } => ErrorCode::QueueRejected,
+            Self::Full { .. } | Self::Closed => ErrorCode::QueueFull,
+        }
+    }
+
+    /// The stable code string.
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
+    }
+
+    /// The HTTP status of [`AdmissionError::error_code`] (from the one error map).
+    pub fn status(&self) -> axum::http::StatusCode {
+        self.error_code().status()
+    }
+}
 
 /// Normalises an `X-PromptForge-Client` value: 1-64 characters of `A-Z a-z 0-9 . _ -`,
 /// else [`DEFAULT_LABEL`].
@@ -177,7 +220,7 @@ impl Admission {
 
     /// Takes a slot for a request from `label`, waiting in the queue when the policy says
     /// so. Cancel-safe: dropping the future leaves no trace.
-    pub async fn acquire(&self, label: &str) -> Result<Permit, ApiError> {
+    pub async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
         let (rx, id, label) = {
             let mut inner = self.lock();
             let Inner {
@@ -192,22 +235,14 @@ impl Admission {
                 });
             }
             if limits.policy == QueuePolicy::Reject {
-                return Err(ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    ErrorType::RateLimit,
-                    "queue_rejected",
-                    format!("dominion {dominion} has no free slot (policy = \"reject\")"),
-                ));
+                return Err(AdmissionError::Rejected {
+                    dominion: dominion.clone(),
+                });
             }
             if queues.waiting >= limits.max_queue {
-                return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    ErrorType::RateLimit,
-                    "queue_full",
-                    format!(
-                        "dominion {dominion}: every slot is busy and the queue is full; retry after a back-off"
-                    ),
-                ));
+                return Err(AdmissionError::Full {
+                    dominion: dominion.clone(),
+                });
             }
             let label = if !limits.fair {
                 DEFAULT_LABEL.to_owned()
@@ -248,12 +283,7 @@ impl Admission {
         } else {
             // The sender vanished without a slot: cannot happen while `self` lives.
             guard.admitted = true;
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorType::Server,
-                "queue_full",
-                "admission queue closed",
-            ))
+            Err(AdmissionError::Closed)
         }
     }
 

@@ -1,10 +1,9 @@
 //! The end of shutdown's drain: the moment in-flight requests and open streams are ended
 //! with a clear `shutting_down` error instead of a bare connection close.
 
-use axum::http::StatusCode;
 use tokio::sync::watch;
 
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 
 /// Fires [`Shutdown`] once; held by the server loop.
 #[derive(Debug)]
@@ -39,9 +38,7 @@ impl Shutdown {
 /// 503 `shutting_down`: the gateway stopped before the request completed.
 pub fn shutting_down() -> ApiError {
     ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        ErrorType::Server,
-        "shutting_down",
+        ErrorCode::ShuttingDown,
         "the gateway is shutting down; the request was not completed (retry against a running gateway)",
     )
 }

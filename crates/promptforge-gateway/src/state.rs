@@ -9,7 +9,7 @@ use crate::config::{
     self, Config, ConfigError, ConfigErrorKind, EndpointConfig, EnvLayers, ModelBackend,
     ModelConfig, ServerConfig, ServerLimits,
 };
-use crate::error::ApiError;
+use crate::error::ErrorCode;
 use crate::local::{self, LocalChild, LocalError, LocalRuntime, Prepared};
 use crate::secret::Secret;
 use crate::shutdown::{Shutdown, ShutdownTrigger};
@@ -62,6 +62,31 @@ impl Upstream {
     /// `base_url` joined with `path` (which starts with `/`).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
+    }
+}
+
+/// Why a model has no route. `routes/` answers it as an error envelope with the status of
+/// [`RouteError::error_code`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// A remote model whose first endpoint has no client (validation makes this unreachable).
+    #[error("model has no usable endpoint")]
+    NoEndpoint,
+    /// A local model whose child is not running.
+    #[error("local model {model} has no running llama-server")]
+    LocalRuntimeUnavailable {
+        /// The model's name.
+        model: String,
+    },
+}
+
+impl RouteError {
+    /// The error code routes answer with.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::NoEndpoint => ErrorCode::UpstreamTransport,
+            Self::LocalRuntimeUnavailable { .. } => ErrorCode::LocalRuntimeUnavailable,
+        }
     }
 }
 
@@ -206,7 +231,7 @@ impl Runtime {
     }
 
     /// Resolves a model to the endpoint that serves it.
-    pub fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, ApiError> {
+    pub fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, RouteError> {
         match &model.backend {
             ModelBackend::Remote {
                 upstream,
@@ -215,7 +240,7 @@ impl Runtime {
                 let upstream_client = endpoints
                     .first()
                     .and_then(|id| self.upstreams.get(id))
-                    .ok_or_else(|| ApiError::upstream_transport("model has no usable endpoint"))?;
+                    .ok_or(RouteError::NoEndpoint)?;
                 let admission = endpoints
                     .first()
                     .and_then(|id| self.config.endpoint(id))
@@ -233,13 +258,8 @@ impl Runtime {
                     .local
                     .as_ref()
                     .and_then(|l| l.model(&model.name))
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            crate::error::ErrorType::Server,
-                            "local_runtime_unavailable",
-                            format!("local model {} has no running llama-server", model.name),
-                        )
+                    .ok_or_else(|| RouteError::LocalRuntimeUnavailable {
+                        model: model.name.clone(),
                     })?;
                 let admission = match &launch.dominion {
                     Some(d) => self.admissions.get(d),
@@ -400,24 +420,28 @@ impl AppState {
     pub async fn switch_profile(&self, name: &str) -> Result<Arc<Runtime>, SwitchError> {
         let mut env_guard = self.inner.switch.lock().await;
         let boot = &self.inner.boot;
-        let source = config::profile_source(boot, name).map_err(|err| match err.kind() {
-            ConfigErrorKind::ProfileName => SwitchError::InvalidName(err),
-            _ => SwitchError::Unknown(err),
-        })?;
-        let mut env = env_guard.clone();
-        env.load_file(&source.env_file)
-            .map_err(SwitchError::Invalid)?;
         let boot_file = boot.clone();
-        let source_path = source.path.clone();
         let server = self.inner.server.clone();
         let profile = name.to_owned();
+        let mut env = env_guard.clone();
         let previous = self.runtime();
         let old = previous.clone();
-        // File I/O and client construction stay off the async workers.
+        // Every file read (the profiles directory, the env file, the include chain) and the
+        // client construction stay off the async workers.
         let built = tokio::task::spawn_blocking(move || {
-            let config = config::load_profile(&source, &boot_file, &server, &env)?;
+            let source =
+                config::profile_source(&boot_file, &profile).map_err(|err| match err.kind() {
+                    ConfigErrorKind::ProfileName => SwitchError::InvalidName(err),
+                    _ => SwitchError::Unknown(err),
+                })?;
+            env.load_file(&source.env_file)
+                .map_err(SwitchError::Invalid)?;
+            let config = config::load_profile(&source, &boot_file, &server, &env)
+                .map_err(SwitchError::Invalid)?;
             log_chain(&config, &boot_file);
-            Runtime::build(&profile, config, &source.path, Some(&previous)).map(|rt| (rt, env))
+            Runtime::build(&profile, config, &source.path, Some(&previous))
+                .map(|rt| (rt, env, source.path.clone()))
+                .map_err(SwitchError::Invalid)
         })
         .await
         .map_err(|err| {
@@ -427,9 +451,8 @@ impl AppState {
                 None,
                 format!("profile load task failed: {err}"),
             ))
-        })?
-        .map_err(SwitchError::Invalid)?;
-        let (mut runtime, env) = built;
+        })??;
+        let (mut runtime, env, source_path) = built;
         // The new set is checked and provisioned first; then the old children stop
         // (freeing memory and VRAM) and the new ones start. If one fails, the old set is
         // restarted on its ports and bearers, and the old profile stays live.

@@ -25,10 +25,7 @@ pub fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools,
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                "tools must be an array",
-            ));
+            return Err(ApiError::invalid_request("tools must be an array"));
         }
     };
     let Some(Value::Array(messages)) = body.get_mut("messages") else {
@@ -59,12 +56,9 @@ fn system_guide(tools: &[Value]) -> Result<String, ApiError> {
         let function = tool.get("function").filter(|f| f.is_object());
         let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
         let (Some(function), Some(name)) = (function, name) else {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!(
-                    "tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}"
-                ),
-            ));
+            return Err(ApiError::invalid_request(format!(
+                "tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}"
+            )));
         };
         text.push_str(&format!("- {name}"));
         if let Some(description) = function.get("description").and_then(Value::as_str) {

@@ -256,12 +256,18 @@ impl LocalRuntime {
                 });
                 let template = props
                     .get("chat_template")
-                    .and_then(serde_json::Value::as_str);
-                let resolved = dialect::resolve(template, &model.gguf).map_err(|source| {
-                    LocalError::Dialect {
-                        model: model.name.clone(),
-                        source,
-                    }
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned);
+                // The sidecar `.md` is read off the async workers.
+                let gguf = model.gguf.clone();
+                let resolved = tokio::task::spawn_blocking(move || {
+                    dialect::resolve(template.as_deref(), &gguf)
+                })
+                .await
+                .map_err(|err| LocalError::Setup(format!("dialect task failed: {err}")))?
+                .map_err(|source| LocalError::Dialect {
+                    model: model.name.clone(),
+                    source,
                 })?;
                 tracing::info!(model = %model.name, dialect = ?resolved, "resolved tool-calling dialect");
                 resolved

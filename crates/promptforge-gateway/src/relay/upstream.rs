@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 use crate::state::Upstream;
 
 /// One outgoing request.
@@ -107,12 +107,7 @@ pub(crate) async fn read_capped(
 
 /// 504 `upstream_timeout`.
 pub(crate) fn timeout_error(message: String) -> ApiError {
-    ApiError::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        ErrorType::Upstream,
-        "upstream_timeout",
-        message,
-    )
+    ApiError::new(ErrorCode::UpstreamTimeout, message)
 }
 
 /// Reads a whole response body as a JSON object, at most the endpoint's
@@ -186,27 +181,12 @@ fn status_error(
         .unwrap_or_default();
     let message = format!("endpoint {endpoint} answered {status}{detail}");
     match status.as_u16() {
-        404 | 405 | 501 if capability_route => ApiError::bad_request(
-            "model_unavailable",
+        404 | 405 | 501 if capability_route => ApiError::new(
+            ErrorCode::ModelUnavailable,
             format!("endpoint {endpoint} cannot serve this kind of request ({status})"),
         ),
-        400 | 413 | 422 => ApiError::new(
-            status,
-            ErrorType::InvalidRequest,
-            "upstream_rejected",
-            message,
-        ),
-        429 => ApiError::new(
-            status,
-            ErrorType::RateLimit,
-            "upstream_rate_limited",
-            message,
-        ),
-        _ => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            ErrorType::Upstream,
-            "upstream_status",
-            message,
-        ),
+        400 | 413 | 422 => ApiError::new(ErrorCode::UpstreamRejected, message),
+        429 => ApiError::new(ErrorCode::UpstreamRateLimited, message),
+        _ => ApiError::new(ErrorCode::UpstreamStatus, message),
     }
 }

@@ -2,11 +2,10 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use promptforge_wire::WebSearchResponse;
 
 use super::{RawBody, parse_body};
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 use crate::search::request::{self, SearchRequest};
 use crate::search::{brave, pipeline};
 use crate::state::AppState;
@@ -21,9 +20,7 @@ pub(super) async fn web_search(
         (runtime.config.web_search.as_ref(), runtime.search_client())
     else {
         return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorType::InvalidRequest,
-            "not_found",
+            ErrorCode::NotFound,
             "web search is not configured ([tools.web_search] is absent)",
         ));
     };

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::pipeline::RawHit;
 use super::request::Search;
 use crate::config::WebSearchConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Largest search-provider body read (Brave answers are tens of KiB).
 pub const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -72,15 +72,11 @@ pub async fn search(
     if !status.is_success() {
         return Err(match status.as_u16() {
             429 => ApiError::new(
-                status,
-                crate::error::ErrorType::RateLimit,
-                "upstream_rate_limited",
+                ErrorCode::UpstreamRateLimited,
                 "the search provider is rate limiting; retry later",
             ),
             _ => ApiError::new(
-                axum::http::StatusCode::BAD_GATEWAY,
-                crate::error::ErrorType::Upstream,
-                "upstream_status",
+                ErrorCode::UpstreamStatus,
                 format!("the search provider answered {status}"),
             ),
         });

@@ -28,7 +28,7 @@ pub struct Search {
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
+    ApiError::invalid_request(message)
 }
 
 /// Whether `domain` is a bare hostname: labels of `a-z 0-9 -`, no scheme, path or port.
