@@ -19,16 +19,16 @@ use crate::error::ErrorCode;
 
 /// The label of requests without a (valid) `X-PromptForge-Client` header, and of labels
 /// beyond [`MAX_TRACKED_LABELS`].
-pub const DEFAULT_LABEL: &str = "default";
+pub(crate) const DEFAULT_LABEL: &str = "default";
 /// Distinct client labels tracked at once per dominion (including `default`).
-pub const MAX_TRACKED_LABELS: usize = 32;
+pub(crate) const MAX_TRACKED_LABELS: usize = 32;
 /// The longest accepted label.
 const MAX_LABEL_LEN: usize = 64;
 
 /// Why a request got no slot. `routes/` answers it as an error envelope with the status of
 /// [`AdmissionError::error_code`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AdmissionError {
+pub(crate) enum AdmissionError {
     /// `policy = "reject"` and no free slot.
     #[error("dominion {dominion} has no free slot (policy = \"reject\")")]
     Rejected {
@@ -51,7 +51,7 @@ pub enum AdmissionError {
 
 impl AdmissionError {
     /// The error code routes answer with: `queue_rejected` (429) or `queue_full` (503).
-    pub fn error_code(&self) -> ErrorCode {
+    pub(crate) fn error_code(&self) -> ErrorCode {
         match self {
             Self::Rejected { .. } => ErrorCode::QueueRejected,
             Self::Full { .. } | Self::Closed => ErrorCode::QueueFull,
@@ -59,19 +59,21 @@ impl AdmissionError {
     }
 
     /// The stable code string.
-    pub fn code(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &'static str {
         self.error_code().as_str()
     }
 
     /// The HTTP status of [`AdmissionError::error_code`] (from the one error map).
-    pub fn status(&self) -> axum::http::StatusCode {
+    #[cfg(test)]
+    pub(crate) fn status(&self) -> axum::http::StatusCode {
         self.error_code().status()
     }
 }
 
 /// Normalises an `X-PromptForge-Client` value: 1-64 characters of `A-Z a-z 0-9 . _ -`,
 /// else [`DEFAULT_LABEL`].
-pub fn client_label(header: Option<&str>) -> String {
+pub(crate) fn client_label(header: Option<&str>) -> String {
     match header.map(str::trim) {
         Some(label)
             if !label.is_empty()
@@ -121,13 +123,13 @@ struct Inner {
 
 /// The admission state of one dominion.
 #[derive(Debug, Clone)]
-pub struct Admission {
+pub(crate) struct Admission {
     inner: Arc<Mutex<Inner>>,
 }
 
 /// A held concurrency slot; dropping it frees the slot.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     admission: Admission,
 }
 
@@ -183,7 +185,7 @@ impl Drop for WaitGuard {
 impl Admission {
     /// A fresh, idle admission for `config`; `None` when the dominion sets no
     /// `max_concurrency` (unlimited: nothing to admit).
-    pub fn new(config: &DominionConfig) -> Option<Self> {
+    pub(crate) fn new(config: &DominionConfig) -> Option<Self> {
         let limits = limits(config)?;
         Some(Self {
             inner: Arc::new(Mutex::new(Inner {
@@ -196,7 +198,7 @@ impl Admission {
 
     /// Applies new limits (profile switch) while keeping in-flight and waiting requests.
     /// Returns `false` when the dominion became unlimited.
-    pub fn reconfigure(&self, config: &DominionConfig) -> bool {
+    pub(crate) fn reconfigure(&self, config: &DominionConfig) -> bool {
         let Some(limits) = limits(config) else {
             return false;
         };
@@ -220,7 +222,7 @@ impl Admission {
 
     /// Takes a slot for a request from `label`, waiting in the queue when the policy says
     /// so. Cancel-safe: dropping the future leaves no trace.
-    pub async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
+    pub(crate) async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
         let (rx, id, label) = {
             let mut inner = self.lock();
             let Inner {
@@ -314,7 +316,7 @@ impl Admission {
     }
 
     /// In flight, waiting and waiting per label, for `/admin/status`.
-    pub fn snapshot(&self) -> Value {
+    pub(crate) fn snapshot(&self) -> Value {
         let inner = self.lock();
         let by_client: serde_json::Map<String, Value> = inner
             .queues
@@ -329,11 +331,6 @@ impl Admission {
             "max_concurrency": inner.limits.max_concurrency,
             "max_queue": inner.limits.max_queue,
         })
-    }
-
-    /// The dominion's id.
-    pub fn id(&self) -> String {
-        self.lock().id.clone()
     }
 }
 

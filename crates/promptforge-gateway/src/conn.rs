@@ -47,7 +47,7 @@ const FINAL_GRACE: Duration = Duration::from_secs(2);
 /// idle ones close, in-flight requests and streams get `limits.drain_timeout`; after it,
 /// `shutdown` fires so each ends with a `shutting_down` error, and they get a short grace
 /// to send it.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,

@@ -8,12 +8,12 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use promptforge_wire::ErrorEnvelope;
-pub use promptforge_wire::ErrorType;
+pub(crate) use promptforge_wire::ErrorType;
 use serde_json::Value;
 
 /// Every stable `error.code` the gateway answers with (the README's error table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// 400: malformed JSON, a validation failure, an unparsable HTTP request.
     InvalidRequest,
     /// 413: the request body is over the cap.
@@ -68,7 +68,8 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: &'static [Self] = &[
+    #[cfg(test)]
+    pub(crate) const ALL: &'static [Self] = &[
         Self::InvalidRequest,
         Self::PayloadTooLarge,
         Self::KindMismatch,
@@ -97,7 +98,7 @@ impl ErrorCode {
     ];
 
     /// The wire spelling of `error.code`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::InvalidRequest => "invalid_request",
             Self::PayloadTooLarge => "payload_too_large",
@@ -128,7 +129,7 @@ impl ErrorCode {
     }
 
     /// The HTTP status the code is answered with.
-    pub fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             Self::InvalidRequest
             | Self::KindMismatch
@@ -156,7 +157,7 @@ impl ErrorCode {
     }
 
     /// The OpenAI `error.type` the code is answered with.
-    pub fn error_type(self) -> ErrorType {
+    pub(crate) fn error_type(self) -> ErrorType {
         match self {
             Self::InvalidRequest
             | Self::PayloadTooLarge
@@ -191,14 +192,14 @@ impl ErrorCode {
 /// type follow from the [`ErrorCode`].
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{} {}: {message}", code.status(), code.as_str())]
-pub struct ApiError {
+pub(crate) struct ApiError {
     code: ErrorCode,
     message: String,
 }
 
 impl ApiError {
     /// A new error.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -206,47 +207,47 @@ impl ApiError {
     }
 
     /// 400 `invalid_request`.
-    pub fn invalid_request(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidRequest, message)
     }
 
     /// 401 with no detail.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(ErrorCode::Unauthorized, "unauthorized")
     }
 
     /// 404 `model_not_found`.
-    pub fn model_not_found(name: &str) -> Self {
+    pub(crate) fn model_not_found(name: &str) -> Self {
         Self::new(ErrorCode::ModelNotFound, format!("unknown model {name}"))
     }
 
     /// 502 `upstream_transport`: the backend could not be reached.
-    pub fn upstream_transport(message: impl Into<String>) -> Self {
+    pub(crate) fn upstream_transport(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::UpstreamTransport, message)
     }
 
     /// 502 `upstream_protocol`: the backend answered something undecodable.
-    pub fn upstream_protocol(message: impl Into<String>) -> Self {
+    pub(crate) fn upstream_protocol(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::UpstreamProtocol, message)
     }
 
     /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         self.code.status()
     }
 
     /// The stable `error.code`.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         self.code.as_str()
     }
 
     /// The code as the enum.
-    pub fn error_code(&self) -> ErrorCode {
+    pub(crate) fn error_code(&self) -> ErrorCode {
         self.code
     }
 
     /// The envelope body.
-    pub fn envelope(&self) -> Value {
+    pub(crate) fn envelope(&self) -> Value {
         ErrorEnvelope::new(
             self.code.error_type(),
             self.code.as_str(),

@@ -7,7 +7,7 @@ use subtle::ConstantTimeEq;
 pub use promptforge_wire::Secret;
 
 /// Constant-time comparison of a presented credential with a [`Secret`].
-pub trait SecretMatch {
+pub(crate) trait SecretMatch {
     /// Compares `candidate` with this secret in constant time.
     ///
     /// Both values are hashed with SHA-256 to fixed-length digests first, so neither the

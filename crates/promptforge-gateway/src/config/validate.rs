@@ -11,8 +11,8 @@ use super::load::{Merged, Sourced};
 use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
 use super::{
     Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
-    LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerConfig,
-    ServerLimits, Thinking, ToolDialect, WebSearchConfig,
+    LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerLimits,
+    Thinking, ToolDialect, WebSearchConfig,
 };
 
 /// Default connect deadline for upstream requests.
@@ -45,7 +45,7 @@ fn invalid(file: &Path, key: String, message: impl Into<String>) -> ConfigError 
 }
 
 /// Builds the validated configuration.
-pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, ConfigError> {
+pub(crate) fn build(merged: Merged) -> Result<Config, ConfigError> {
     let Merged {
         chain,
         models_allowlist,
@@ -120,7 +120,6 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         .map(|(i, m)| (m.name.clone(), i))
         .collect();
     Ok(Config {
-        server,
         endpoints,
         models: loaded,
         dominions,
@@ -987,4 +986,120 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         default_safesearch,
         strip_tracking: raw.strip_tracking.unwrap_or(true),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Table tests of the rules phase: a TOML document (parsed to the raw shapes, as one
+    //! file of the chain) → the key and message of the error `build` gives.
+
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::raw::RawFile;
+
+    const FILE: &str = "/cfg/gateway.toml";
+
+    fn sourced<T>(items: Vec<T>) -> Vec<Sourced<T>> {
+        items
+            .into_iter()
+            .map(|item| Sourced {
+                file: PathBuf::from(FILE),
+                item,
+            })
+            .collect()
+    }
+
+    fn build_toml(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawFile = toml::from_str(text).expect("the table's TOML parses");
+        let local_file = raw.local.is_some().then(|| PathBuf::from(FILE));
+        build(Merged {
+            chain: vec![PathBuf::from(FILE)],
+            local: raw.local.unwrap_or_default(),
+            local_file,
+            endpoints: sourced(raw.endpoint),
+            models: sourced(raw.model),
+            local_models: sourced(raw.local_model),
+            dominions: sourced(raw.dominion),
+            web_search: raw.tools.and_then(|t| t.web_search).map(|item| Sourced {
+                file: PathBuf::from(FILE),
+                item,
+            }),
+            ..Merged::default()
+        })
+    }
+
+    const ENDPOINT: &str = "[[endpoint]]\nid = \"up\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
+
+    fn model(extra: &str) -> String {
+        format!(
+            "{ENDPOINT}[[model]]\nname = \"m\"\ndescription = \"d\"\ncontext = 100\nupstream = \"u\"\nendpoints = [\"up\"]\n{extra}\n"
+        )
+    }
+
+    fn search(extra: &str) -> String {
+        format!("[tools.web_search]\nprovider = \"brave\"\napi_key = \"k\"\n{extra}\n")
+    }
+
+    #[test]
+    fn valid_documents_build() {
+        let config = build_toml(&model("thinking = \"switchable\"")).unwrap();
+        assert_eq!(config.models[0].thinking, Thinking::Switchable);
+        assert_eq!(config.models[0].kind, ModelKind::Chat);
+        let config = build_toml(&search("default_freshness = \"pw\"")).unwrap();
+        let web_search = config.web_search.unwrap();
+        assert_eq!(
+            web_search.default_freshness,
+            Some(promptforge_wire::Freshness::PastWeek)
+        );
+        assert_eq!(web_search.default_count, 10);
+    }
+
+    #[test]
+    fn each_broken_rule_names_its_key() {
+        let table: Vec<(String, &str, &str)> = vec![
+            (
+                model("kind = \"vector\""),
+                "model[m].kind",
+                "`vector` is not chat, embedding or classifier",
+            ),
+            (
+                model("thinking = \"maybe\""),
+                "model[m].thinking",
+                "`maybe` is not never, always or switchable",
+            ),
+            (
+                search("default_freshness = \"pz\""),
+                "tools.web_search.default_freshness",
+                "`pz` is not pd, pw, pm or py",
+            ),
+            (
+                search("default_safesearch = \"high\""),
+                "tools.web_search.default_safesearch",
+                "`high` is not off, moderate or strict",
+            ),
+            (
+                model("").replace("context = 100", "context = 0"),
+                "model[m].context",
+                "",
+            ),
+            (
+                model("").replace("endpoints = [\"up\"]", "endpoints = [\"nowhere\"]"),
+                "model[m].endpoints[0]",
+                "unknown endpoint `nowhere`",
+            ),
+            (
+                ENDPOINT.replace("http://127.0.0.1:9/v1", "ftp://x"),
+                "endpoint[up].base_url",
+                "",
+            ),
+        ];
+        for (text, key, message) in table {
+            let error = build_toml(&text).map(|_| ()).unwrap_err();
+            assert_eq!(error.key(), Some(key), "{text}\n{error}");
+            assert_eq!(error.kind(), ConfigErrorKind::Validation, "{error}");
+            assert!(error.to_string().contains(message), "{text}\n{error}");
+            assert!(error.to_string().starts_with(FILE), "{error}");
+        }
+    }
 }

@@ -26,7 +26,7 @@ fn response_nonce(response: &Map<String, Value>) -> String {
 }
 
 /// Rewrites an outgoing chat body. Returns whether the request carried tools.
-pub fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
+pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
     let tools = body.remove("tools");
     body.remove("tool_choice");
     let tools = match tools {
@@ -144,7 +144,7 @@ fn render_history(message: &mut Value) {
 
 /// What the start of a reply holds.
 #[derive(Debug, PartialEq)]
-pub enum Scan {
+pub(crate) enum Scan {
     /// No recognised fence: leave the reply alone.
     NoFence,
     /// Well-formed calls: (name, arguments object).
@@ -154,7 +154,7 @@ pub enum Scan {
 }
 
 /// Scans reply content for a leading `tool_code` (or `json` + `tool_calls`) fence.
-pub fn scan(content: &str) -> Scan {
+pub(crate) fn scan(content: &str) -> Scan {
     let text = content.trim_start();
     if let Some(rest) = fence_body_start(text, "```tool_code") {
         let Some(end) = rest.find("```") else {
@@ -250,7 +250,7 @@ fn json_calls(tool_calls: &Value) -> Scan {
 ///
 /// Tool-call ids are `call_pf<nonce>_<n>`: the response's nonce ([`response_nonce`]) and a
 /// counter over the whole response, so they are unique within it.
-pub fn inbound(response: &mut Map<String, Value>, model: &str) {
+pub(crate) fn inbound(response: &mut Map<String, Value>, model: &str) {
     let nonce = response_nonce(response);
     let mut next_call = 0u64;
     let Some(Value::Array(choices)) = response.get_mut("choices") else {

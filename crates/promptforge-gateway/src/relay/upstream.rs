@@ -8,7 +8,7 @@ use crate::state::Upstream;
 
 /// One outgoing request.
 #[derive(Debug, Clone, Copy)]
-pub struct UpstreamCall<'a> {
+pub(crate) struct UpstreamCall<'a> {
     /// The endpoint.
     pub upstream: &'a Upstream,
     /// Path below the base URL, e.g. `/chat/completions`.
@@ -22,7 +22,7 @@ pub struct UpstreamCall<'a> {
 }
 
 /// Sends `call` and returns the response when its status is a success.
-pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
+pub(crate) async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
     let client = if call.streaming {
         &call.upstream.streaming
     } else {
@@ -112,7 +112,7 @@ pub(crate) fn timeout_error(message: String) -> ApiError {
 
 /// Reads a whole response body as a JSON object, at most the endpoint's
 /// `max_response_bytes` (past it: 502 `upstream_protocol`, the rest unread).
-pub async fn read_json_object(
+pub(crate) async fn read_json_object(
     upstream: &Upstream,
     response: reqwest::Response,
 ) -> Result<Map<String, Value>, ApiError> {

@@ -4,6 +4,8 @@ mod admin;
 mod catalog;
 mod chat;
 mod embed_rerank;
+#[cfg(test)]
+mod tests;
 mod web_search;
 
 use axum::Router;
@@ -25,11 +27,11 @@ use crate::secret::SecretMatch;
 use crate::state::{AppState, Route, RouteError, Runtime};
 
 /// Largest request body accepted (images travel inline as base64).
-pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// Builds the router. Auth is layered over everything; only `GET /health` is exempt, by
 /// being registered outside the auth layer.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(catalog::list_models))

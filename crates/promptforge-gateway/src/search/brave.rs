@@ -8,7 +8,7 @@ use crate::config::WebSearchConfig;
 use crate::error::{ApiError, ErrorCode};
 
 /// Largest search-provider body read (Brave answers are tens of KiB).
-pub const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Deserialize)]
 struct BraveResponse {
@@ -38,7 +38,7 @@ struct BraveResult {
 
 /// Queries Brave for up to `max_count` results (over-fetching so the filters still leave
 /// `count`), returning them trimmed to the fields the pipeline keeps.
-pub async fn search(
+pub(crate) async fn search(
     client: &reqwest::Client,
     config: &WebSearchConfig,
     search: &Search,

@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use super::request::Search;
 
 /// URLs longer than this are dropped.
-pub const MAX_URL_LEN: usize = 2048;
+pub(crate) const MAX_URL_LEN: usize = 2048;
 
 /// One result as the provider gave it (already trimmed to the fields we keep).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RawHit {
+pub(crate) struct RawHit {
     /// Title (may hold HTML).
     pub title: String,
     /// Result URL.
@@ -25,10 +25,10 @@ pub struct RawHit {
 }
 
 /// One result as returned to the caller.
-pub use promptforge_wire::WebSearchHit as Hit;
+pub(crate) use promptforge_wire::WebSearchHit as Hit;
 
 /// Runs the whole pipeline.
-pub fn process(
+pub(crate) fn process(
     hits: Vec<RawHit>,
     search: &Search,
     max_per_host: usize,
@@ -96,7 +96,7 @@ pub fn process(
 }
 
 /// A host matches a domain when it equals it or ends with `.<domain>`.
-pub fn host_matches(host: &str, domain: &str) -> bool {
+pub(crate) fn host_matches(host: &str, domain: &str) -> bool {
     host == domain
         || host
             .strip_suffix(domain)
@@ -139,7 +139,7 @@ fn strip_tracking_params(url: &mut reqwest::Url) {
 }
 
 /// Removes tags, decodes entities, drops control characters, collapses whitespace.
-pub fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
     let mut without_tags = String::with_capacity(text.len());
     let mut in_tag = false;
     for c in text.chars() {

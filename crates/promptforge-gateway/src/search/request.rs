@@ -1,14 +1,14 @@
 //! `POST /v1/tools/web_search` request fields and their validation.
 
 use promptforge_wire::{Freshness, SafeSearch, UnknownValue};
-pub use promptforge_wire::{MAX_COUNT, MAX_DOMAINS, WebSearchRequest as SearchRequest};
+pub(crate) use promptforge_wire::{MAX_COUNT, MAX_DOMAINS, WebSearchRequest as SearchRequest};
 
 use crate::config::WebSearchConfig;
 use crate::error::ApiError;
 
 /// A validated search, defaults applied.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Search {
+pub(crate) struct Search {
     /// The trimmed query.
     pub query: String,
     /// Results to return.
@@ -32,7 +32,7 @@ fn bad(message: impl Into<String>) -> ApiError {
 }
 
 /// Whether `domain` is a bare hostname: labels of `a-z 0-9 -`, no scheme, path or port.
-pub fn is_bare_hostname(domain: &str) -> bool {
+pub(crate) fn is_bare_hostname(domain: &str) -> bool {
     domain.len() <= 253
         && domain.contains('.')
         && domain.split('.').all(|label| {
@@ -65,7 +65,10 @@ fn domains(field: &str, list: &[String]) -> Result<Vec<String>, ApiError> {
 }
 
 /// Validates a request and applies the configured defaults.
-pub fn validate(request: SearchRequest, config: &WebSearchConfig) -> Result<Search, ApiError> {
+pub(crate) fn validate(
+    request: SearchRequest,
+    config: &WebSearchConfig,
+) -> Result<Search, ApiError> {
     let query = request.query.trim().to_owned();
     if query.is_empty() {
         return Err(bad("query must be a non-empty string"));
