@@ -17,10 +17,8 @@ const KEY: &str = "in-process-key";
 /// endpoint nothing listens on (no test here goes upstream).
 async fn state() -> (AppState, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("gateway.toml"),
-        format!(
-            r#"
+    let boot = format!(
+        r#"
 [server]
 bind = "127.0.0.1:0"
 api_key = "{KEY}"
@@ -46,15 +44,15 @@ context = 512
 upstream = "up-embed"
 endpoints = ["up"]
 "#
-        ),
-    )
-    .unwrap();
-    std::fs::create_dir(dir.path().join("profiles")).unwrap();
-    std::fs::write(
-        dir.path().join("profiles/main.toml"),
-        "include = [\"../gateway.toml\"]\n",
-    )
-    .unwrap();
+    );
+    for (path, text) in [
+        ("gateway.toml", boot.as_str()),
+        ("profiles/main.toml", "include = [\"../gateway.toml\"]\n"),
+    ] {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
     let booted = state::boot(&dir.path().join("gateway.toml"), "main")
         .await
         .unwrap();
@@ -80,6 +78,14 @@ fn get(path: &str, key: Option<&str>) -> Request<Body> {
         request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
     }
     request.body(Body::empty()).unwrap()
+}
+
+fn post(path: &str, body: &'static str) -> Request<Body> {
+    Request::post(path)
+        .header(header::AUTHORIZATION, format!("Bearer {KEY}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap()
 }
 
 #[tokio::test]
@@ -133,26 +139,17 @@ async fn errors_are_enveloped_with_the_status_of_their_code() {
         serde_json::json!({"error": {"message": "no such route",
             "type": "invalid_request_error", "code": "not_found"}})
     );
-    let request = Request::post("/v1/embeddings")
-        .header(header::AUTHORIZATION, format!("Bearer {KEY}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(r#"{"model": "chat-a", "input": "x"}"#))
-        .unwrap();
-    let (status, _, body) = send(&state, request).await;
+    let (status, _, body) = send(
+        &state,
+        post("/v1/embeddings", r#"{"model": "chat-a", "input": "x"}"#),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["code"], "kind_mismatch");
-    let request = Request::post("/v1/chat/completions")
-        .header(header::AUTHORIZATION, format!("Bearer {KEY}"))
-        .body(Body::from("{not json"))
-        .unwrap();
-    let (status, _, body) = send(&state, request).await;
+    let (status, _, body) = send(&state, post("/v1/chat/completions", "{not json")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["code"], "invalid_request");
-    let request = Request::post("/v1/tools/web_search")
-        .header(header::AUTHORIZATION, format!("Bearer {KEY}"))
-        .body(Body::from(r#"{"query": "q"}"#))
-        .unwrap();
-    let (status, _, body) = send(&state, request).await;
+    let (status, _, body) = send(&state, post("/v1/tools/web_search", r#"{"query": "q"}"#)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
 }
