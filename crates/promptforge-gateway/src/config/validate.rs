@@ -1081,7 +1081,12 @@ mod tests {
             (
                 model("").replace("context = 100", "context = 0"),
                 "model[m].context",
-                "",
+                "must be at least 1 (got 0)",
+            ),
+            (
+                ENDPOINT.replace("http://127.0.0.1:9/v1", "http://u:p@127.0.0.1:9/v1"),
+                "endpoint[up].base_url",
+                "must not embed credentials; use api_key",
             ),
             (
                 model("").replace("endpoints = [\"up\"]", "endpoints = [\"nowhere\"]"),
@@ -1091,7 +1096,7 @@ mod tests {
             (
                 ENDPOINT.replace("http://127.0.0.1:9/v1", "ftp://x"),
                 "endpoint[up].base_url",
-                "",
+                "must be an http or https URL",
             ),
         ];
         for (text, key, message) in table {
