@@ -80,13 +80,17 @@ impl ErrorEnvelope {
         })
     }
 
-    /// The envelope as a JSON value.
+    /// The envelope as a JSON value (what `Serialize` writes: absent fields are left out).
     pub fn to_value(&self) -> serde_json::Value {
-        serde_json::json!({"error": {
-            "message": self.error.message,
-            "type": self.error.error_type,
-            "code": self.error.code,
-        }})
+        let mut error = serde_json::Map::new();
+        error.insert("message".into(), self.error.message.clone().into());
+        if let Some(error_type) = &self.error.error_type {
+            error.insert("type".into(), error_type.clone().into());
+        }
+        if let Some(code) = &self.error.code {
+            error.insert("code".into(), code.clone().into());
+        }
+        serde_json::json!({ "error": error })
     }
 }
 
@@ -119,5 +123,11 @@ mod tests {
         assert_eq!(read.error.code, None);
         assert_eq!(ErrorEnvelope::from_body("secret echo"), None);
         assert_eq!(ErrorEnvelope::from_body(r#"{"error":{"code":"x"}}"#), None);
+        let bare = ErrorEnvelope::from_body(r#"{"error":{"message":"m"}}"#).unwrap();
+        assert_eq!(bare.to_value(), serde_json::to_value(&bare).unwrap());
+        assert_eq!(
+            bare.to_value(),
+            serde_json::json!({"error": {"message": "m"}})
+        );
     }
 }
