@@ -11,24 +11,69 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use axum::http::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::config::{DominionConfig, QueuePolicy};
-use crate::error::{ApiError, ErrorType};
+use crate::error::ErrorCode;
 
 /// The label of requests without a (valid) `X-PromptForge-Client` header, and of labels
 /// beyond [`MAX_TRACKED_LABELS`].
-pub const DEFAULT_LABEL: &str = "default";
+pub(crate) const DEFAULT_LABEL: &str = "default";
 /// Distinct client labels tracked at once per dominion (including `default`).
-pub const MAX_TRACKED_LABELS: usize = 32;
+pub(crate) const MAX_TRACKED_LABELS: usize = 32;
 /// The longest accepted label.
 const MAX_LABEL_LEN: usize = 64;
 
+/// Why a request got no slot. `routes/` answers it as an error envelope with the status of
+/// [`AdmissionError::error_code`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AdmissionError {
+    /// `policy = "reject"` and no free slot.
+    #[error("dominion {dominion} has no free slot (policy = \"reject\")")]
+    Rejected {
+        /// The dominion's id.
+        dominion: String,
+    },
+    /// Every slot busy and `max_queue` requests already waiting.
+    #[error(
+        "dominion {dominion}: every slot is busy and the queue is full; retry after a back-off"
+    )]
+    Full {
+        /// The dominion's id.
+        dominion: String,
+    },
+    /// The queue went away before handing over a slot (cannot happen while the dominion
+    /// lives).
+    #[error("admission queue closed")]
+    Closed,
+}
+
+impl AdmissionError {
+    /// The error code routes answer with: `queue_rejected` (429) or `queue_full` (503).
+    pub(crate) fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::Rejected { .. } => ErrorCode::QueueRejected,
+            Self::Full { .. } | Self::Closed => ErrorCode::QueueFull,
+        }
+    }
+
+    /// The stable code string.
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &'static str {
+        self.error_code().as_str()
+    }
+
+    /// The HTTP status of [`AdmissionError::error_code`] (from the one error map).
+    #[cfg(test)]
+    pub(crate) fn status(&self) -> axum::http::StatusCode {
+        self.error_code().status()
+    }
+}
+
 /// Normalises an `X-PromptForge-Client` value: 1-64 characters of `A-Z a-z 0-9 . _ -`,
 /// else [`DEFAULT_LABEL`].
-pub fn client_label(header: Option<&str>) -> String {
+pub(crate) fn client_label(header: Option<&str>) -> String {
     match header.map(str::trim) {
         Some(label)
             if !label.is_empty()
@@ -78,13 +123,13 @@ struct Inner {
 
 /// The admission state of one dominion.
 #[derive(Debug, Clone)]
-pub struct Admission {
+pub(crate) struct Admission {
     inner: Arc<Mutex<Inner>>,
 }
 
 /// A held concurrency slot; dropping it frees the slot.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     admission: Admission,
 }
 
@@ -140,7 +185,7 @@ impl Drop for WaitGuard {
 impl Admission {
     /// A fresh, idle admission for `config`; `None` when the dominion sets no
     /// `max_concurrency` (unlimited: nothing to admit).
-    pub fn new(config: &DominionConfig) -> Option<Self> {
+    pub(crate) fn new(config: &DominionConfig) -> Option<Self> {
         let limits = limits(config)?;
         Some(Self {
             inner: Arc::new(Mutex::new(Inner {
@@ -153,7 +198,7 @@ impl Admission {
 
     /// Applies new limits (profile switch) while keeping in-flight and waiting requests.
     /// Returns `false` when the dominion became unlimited.
-    pub fn reconfigure(&self, config: &DominionConfig) -> bool {
+    pub(crate) fn reconfigure(&self, config: &DominionConfig) -> bool {
         let Some(limits) = limits(config) else {
             return false;
         };
@@ -177,7 +222,7 @@ impl Admission {
 
     /// Takes a slot for a request from `label`, waiting in the queue when the policy says
     /// so. Cancel-safe: dropping the future leaves no trace.
-    pub async fn acquire(&self, label: &str) -> Result<Permit, ApiError> {
+    pub(crate) async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
         let (rx, id, label) = {
             let mut inner = self.lock();
             let Inner {
@@ -192,22 +237,14 @@ impl Admission {
                 });
             }
             if limits.policy == QueuePolicy::Reject {
-                return Err(ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    ErrorType::RateLimit,
-                    "queue_rejected",
-                    format!("dominion {dominion} has no free slot (policy = \"reject\")"),
-                ));
+                return Err(AdmissionError::Rejected {
+                    dominion: dominion.clone(),
+                });
             }
             if queues.waiting >= limits.max_queue {
-                return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    ErrorType::RateLimit,
-                    "queue_full",
-                    format!(
-                        "dominion {dominion}: every slot is busy and the queue is full; retry after a back-off"
-                    ),
-                ));
+                return Err(AdmissionError::Full {
+                    dominion: dominion.clone(),
+                });
             }
             let label = if !limits.fair {
                 DEFAULT_LABEL.to_owned()
@@ -248,12 +285,7 @@ impl Admission {
         } else {
             // The sender vanished without a slot: cannot happen while `self` lives.
             guard.admitted = true;
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorType::Server,
-                "queue_full",
-                "admission queue closed",
-            ))
+            Err(AdmissionError::Closed)
         }
     }
 
@@ -284,7 +316,7 @@ impl Admission {
     }
 
     /// In flight, waiting and waiting per label, for `/admin/status`.
-    pub fn snapshot(&self) -> Value {
+    pub(crate) fn snapshot(&self) -> Value {
         let inner = self.lock();
         let by_client: serde_json::Map<String, Value> = inner
             .queues
@@ -299,11 +331,6 @@ impl Admission {
             "max_concurrency": inner.limits.max_concurrency,
             "max_queue": inner.limits.max_queue,
         })
-    }
-
-    /// The dominion's id.
-    pub fn id(&self) -> String {
-        self.lock().id.clone()
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::http::{Request, StatusCode};
+use axum::http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 
 use crate::config::ServerLimits;
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 use crate::shutdown::ShutdownTrigger;
 
 /// Connections over the cap that are still being answered 503 at once; past this they
@@ -47,7 +47,7 @@ const FINAL_GRACE: Duration = Duration::from_secs(2);
 /// idle ones close, in-flight requests and streams get `limits.drain_timeout`; after it,
 /// `shutdown` fires so each ends with a `shutting_down` error, and they get a short grace
 /// to send it.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,
@@ -125,9 +125,7 @@ async fn reject(mut stream: TcpStream, max: u32) {
     })
     .await;
     let error = ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        ErrorType::RateLimit,
-        "too_many_connections",
+        ErrorCode::TooManyConnections,
         format!("the gateway already has {max} open connections (max_connections); retry later"),
     );
     let _ = stream.write_all(&raw_response(&error)).await;
@@ -464,20 +462,12 @@ fn replacement(buf: &[u8], max_header_bytes: usize) -> Option<Vec<u8>> {
         return None;
     }
     let error = match status {
-        "400" => ApiError::bad_request(
-            "invalid_request",
+        "400" => ApiError::invalid_request(
             "malformed HTTP request: the request line or a header could not be parsed",
         ),
-        "414" => ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            ErrorType::InvalidRequest,
-            "uri_too_long",
-            "the request URI is too long",
-        ),
+        "414" => ApiError::new(ErrorCode::UriTooLong, "the request URI is too long"),
         "431" => ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ErrorType::InvalidRequest,
-            "headers_too_large",
+            ErrorCode::HeadersTooLarge,
             format!(
                 "the request head is larger than {max_header_bytes} bytes (max_header_bytes) or has more than 100 headers"
             ),

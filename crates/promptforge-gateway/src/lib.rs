@@ -17,23 +17,27 @@
 //! with fair scheduling), [`search`] (the Brave web-search proxy), [`error`] (the OpenAI
 //! error envelope), [`conn`] (the accept loop and per-connection bounds), [`shutdown`]
 //! (the end of the drain), [`local`] (llama-server children for GGUF models), [`cli`] and [`serve`] (the binary's entry points).
+//!
+//! The public surface is what `main.rs` needs ([`cli`], [`logging`], [`serve`]) and
+//! [`Secret`]; every other module is `pub(crate)`. The wire shapes (catalog entries, the
+//! error envelope, web search, `Secret`) come from `promptforge-wire`, shared with core.
 
 #![forbid(unsafe_code)]
 
-pub mod admission;
+pub(crate) mod admission;
 pub mod cli;
-pub mod config;
-pub mod conn;
-pub mod dialect;
-pub mod error;
-pub mod local;
+pub(crate) mod config;
+pub(crate) mod conn;
+pub(crate) mod dialect;
+pub(crate) mod error;
+pub(crate) mod local;
 pub mod logging;
-pub mod relay;
-pub mod routes;
-pub mod search;
-pub mod secret;
+pub(crate) mod relay;
+pub(crate) mod routes;
+pub(crate) mod search;
+pub(crate) mod secret;
 pub mod serve;
-pub mod shutdown;
-pub mod state;
+pub(crate) mod shutdown;
+pub(crate) mod state;
 
 pub use secret::Secret;

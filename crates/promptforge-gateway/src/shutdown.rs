@@ -1,35 +1,34 @@
 //! The end of shutdown's drain: the moment in-flight requests and open streams are ended
 //! with a clear `shutting_down` error instead of a bare connection close.
 
-use axum::http::StatusCode;
 use tokio::sync::watch;
 
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 
 /// Fires [`Shutdown`] once; held by the server loop.
 #[derive(Debug)]
-pub struct ShutdownTrigger(watch::Sender<bool>);
+pub(crate) struct ShutdownTrigger(watch::Sender<bool>);
 
 /// Resolves once the drain has ended; cloned into every handler and stream.
 #[derive(Debug, Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
+pub(crate) struct Shutdown(watch::Receiver<bool>);
 
 /// A trigger and its first receiver.
-pub fn channel() -> (ShutdownTrigger, Shutdown) {
+pub(crate) fn channel() -> (ShutdownTrigger, Shutdown) {
     let (tx, rx) = watch::channel(false);
     (ShutdownTrigger(tx), Shutdown(rx))
 }
 
 impl ShutdownTrigger {
     /// Ends every in-flight request and stream with [`shutting_down`].
-    pub fn fire(&self) {
+    pub(crate) fn fire(&self) {
         self.0.send_replace(true);
     }
 }
 
 impl Shutdown {
     /// Waits until the trigger fires (forever when it is dropped unfired).
-    pub async fn fired(&mut self) {
+    pub(crate) async fn fired(&mut self) {
         if self.0.wait_for(|fired| *fired).await.is_err() {
             std::future::pending::<()>().await;
         }
@@ -37,11 +36,9 @@ impl Shutdown {
 }
 
 /// 503 `shutting_down`: the gateway stopped before the request completed.
-pub fn shutting_down() -> ApiError {
+pub(crate) fn shutting_down() -> ApiError {
     ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        ErrorType::Server,
-        "shutting_down",
+        ErrorCode::ShuttingDown,
         "the gateway is shutting down; the request was not completed (retry against a running gateway)",
     )
 }

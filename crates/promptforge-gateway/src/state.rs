@@ -9,14 +9,14 @@ use crate::config::{
     self, Config, ConfigError, ConfigErrorKind, EndpointConfig, EnvLayers, ModelBackend,
     ModelConfig, ServerConfig, ServerLimits,
 };
-use crate::error::ApiError;
+use crate::error::ErrorCode;
 use crate::local::{self, LocalChild, LocalError, LocalRuntime, Prepared};
 use crate::secret::Secret;
 use crate::shutdown::{Shutdown, ShutdownTrigger};
 
 /// One upstream endpoint with its two HTTP clients.
 #[derive(Debug)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// The endpoint's id.
     pub id: String,
     /// Base URL without a trailing slash.
@@ -60,14 +60,39 @@ impl Upstream {
     }
 
     /// `base_url` joined with `path` (which starts with `/`).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
+    }
+}
+
+/// Why a model has no route. `routes/` answers it as an error envelope with the status of
+/// [`RouteError::error_code`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RouteError {
+    /// A remote model whose first endpoint has no client (validation makes this unreachable).
+    #[error("model has no usable endpoint")]
+    NoEndpoint,
+    /// A local model whose child is not running.
+    #[error("local model {model} has no running llama-server")]
+    LocalRuntimeUnavailable {
+        /// The model's name.
+        model: String,
+    },
+}
+
+impl RouteError {
+    /// The error code routes answer with.
+    pub(crate) fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::NoEndpoint => ErrorCode::UpstreamTransport,
+            Self::LocalRuntimeUnavailable { .. } => ErrorCode::LocalRuntimeUnavailable,
+        }
     }
 }
 
 /// Where a model's request goes: a remote endpoint, or a local model's child.
 #[derive(Debug)]
-pub struct Route<'a> {
+pub(crate) struct Route<'a> {
     /// The endpoint (for a local model, the child's loopback endpoint).
     pub upstream: &'a Upstream,
     /// The backend's name for the model.
@@ -80,7 +105,7 @@ pub struct Route<'a> {
 
 /// The active profile: configuration plus ready clients.
 #[derive(Debug)]
-pub struct Runtime {
+pub(crate) struct Runtime {
     /// The profile's name.
     pub profile: String,
     /// The validated configuration.
@@ -97,7 +122,7 @@ pub struct Runtime {
 impl Runtime {
     /// Builds clients for every endpoint of `config`. Dominions that `previous` already
     /// has keep their admission state (in-flight and waiting requests), with the new limits.
-    pub fn build(
+    pub(crate) fn build(
         profile: &str,
         config: Config,
         source: &Path,
@@ -150,7 +175,10 @@ impl Runtime {
     }
 
     /// Starts the prepared local models' children and records their resolved dialects.
-    pub async fn start_local(&mut self, prepared: Option<&Prepared>) -> Result<(), LocalError> {
+    pub(crate) async fn start_local(
+        &mut self,
+        prepared: Option<&Prepared>,
+    ) -> Result<(), LocalError> {
         let Some(prepared) = prepared else {
             return Ok(());
         };
@@ -165,17 +193,17 @@ impl Runtime {
     }
 
     /// The running local children, when the profile has local models.
-    pub fn local(&self) -> Option<&LocalRuntime> {
+    pub(crate) fn local(&self) -> Option<&LocalRuntime> {
         self.local.as_ref()
     }
 
     /// The search provider client, when web search is configured.
-    pub fn search_client(&self) -> Option<&reqwest::Client> {
+    pub(crate) fn search_client(&self) -> Option<&reqwest::Client> {
         self.search_client.as_ref()
     }
 
     /// Queue state of every dominion, for `/admin/status`.
-    pub fn dominion_status(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn dominion_status(&self) -> Vec<serde_json::Value> {
         use crate::config::{DominionKind, QueuePolicy};
         self.config
             .dominions
@@ -206,7 +234,7 @@ impl Runtime {
     }
 
     /// Resolves a model to the endpoint that serves it.
-    pub fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, ApiError> {
+    pub(crate) fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, RouteError> {
         match &model.backend {
             ModelBackend::Remote {
                 upstream,
@@ -215,7 +243,7 @@ impl Runtime {
                 let upstream_client = endpoints
                     .first()
                     .and_then(|id| self.upstreams.get(id))
-                    .ok_or_else(|| ApiError::upstream_transport("model has no usable endpoint"))?;
+                    .ok_or(RouteError::NoEndpoint)?;
                 let admission = endpoints
                     .first()
                     .and_then(|id| self.config.endpoint(id))
@@ -233,13 +261,8 @@ impl Runtime {
                     .local
                     .as_ref()
                     .and_then(|l| l.model(&model.name))
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            crate::error::ErrorType::Server,
-                            "local_runtime_unavailable",
-                            format!("local model {} has no running llama-server", model.name),
-                        )
+                    .ok_or_else(|| RouteError::LocalRuntimeUnavailable {
+                        model: model.name.clone(),
                     })?;
                 let admission = match &launch.dominion {
                     Some(d) => self.admissions.get(d),
@@ -258,7 +281,7 @@ impl Runtime {
 
 /// Shared application state: the live runtime and what a profile switch needs.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     inner: Arc<Shared>,
 }
 
@@ -274,7 +297,7 @@ struct Shared {
 
 /// Why a profile switch failed.
 #[derive(Debug, thiserror::Error)]
-pub enum SwitchError {
+pub(crate) enum SwitchError {
     /// The name is not a single path component.
     #[error("{0}")]
     InvalidName(ConfigError),
@@ -292,7 +315,7 @@ pub enum SwitchError {
 
 /// Everything boot produces: state to serve and the bind address.
 #[derive(Debug)]
-pub struct Booted {
+pub(crate) struct Booted {
     /// Application state.
     pub state: AppState,
     /// `[server] bind`.
@@ -305,7 +328,7 @@ pub struct Booted {
 
 /// Boot sequence up to (not including) binding: env files, boot `[server]`, the profile's
 /// include chain, validation and routing table.
-pub async fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
+pub(crate) async fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {
     let source = config::profile_source(boot_file, profile).map_err(|err| {
         // On the command line the name came from `--profile`.
         if err.kind() == ConfigErrorKind::ProfileName {
@@ -377,7 +400,7 @@ fn local_error(file: &Path, err: &LocalError) -> ConfigError {
 
 impl AppState {
     /// The live runtime (cheap: one `Arc` clone under a read lock).
-    pub fn runtime(&self) -> Arc<Runtime> {
+    pub(crate) fn runtime(&self) -> Arc<Runtime> {
         self.inner
             .live
             .read()
@@ -386,38 +409,42 @@ impl AppState {
     }
 
     /// Resolves when shutdown's drain has ended.
-    pub fn shutdown(&self) -> Shutdown {
+    pub(crate) fn shutdown(&self) -> Shutdown {
         self.inner.shutdown.clone()
     }
 
     /// The gateway's bearer key.
-    pub fn api_key(&self) -> &Secret {
+    pub(crate) fn api_key(&self) -> &Secret {
         &self.inner.server.api_key
     }
 
     /// Switches to profile `name`: loads its env file, builds and validates the new
     /// configuration, then swaps it in. On any failure the live state is untouched.
-    pub async fn switch_profile(&self, name: &str) -> Result<Arc<Runtime>, SwitchError> {
+    pub(crate) async fn switch_profile(&self, name: &str) -> Result<Arc<Runtime>, SwitchError> {
         let mut env_guard = self.inner.switch.lock().await;
         let boot = &self.inner.boot;
-        let source = config::profile_source(boot, name).map_err(|err| match err.kind() {
-            ConfigErrorKind::ProfileName => SwitchError::InvalidName(err),
-            _ => SwitchError::Unknown(err),
-        })?;
-        let mut env = env_guard.clone();
-        env.load_file(&source.env_file)
-            .map_err(SwitchError::Invalid)?;
         let boot_file = boot.clone();
-        let source_path = source.path.clone();
         let server = self.inner.server.clone();
         let profile = name.to_owned();
+        let mut env = env_guard.clone();
         let previous = self.runtime();
         let old = previous.clone();
-        // File I/O and client construction stay off the async workers.
+        // Every file read (the profiles directory, the env file, the include chain) and the
+        // client construction stay off the async workers.
         let built = tokio::task::spawn_blocking(move || {
-            let config = config::load_profile(&source, &boot_file, &server, &env)?;
+            let source =
+                config::profile_source(&boot_file, &profile).map_err(|err| match err.kind() {
+                    ConfigErrorKind::ProfileName => SwitchError::InvalidName(err),
+                    _ => SwitchError::Unknown(err),
+                })?;
+            env.load_file(&source.env_file)
+                .map_err(SwitchError::Invalid)?;
+            let config = config::load_profile(&source, &boot_file, &server, &env)
+                .map_err(SwitchError::Invalid)?;
             log_chain(&config, &boot_file);
-            Runtime::build(&profile, config, &source.path, Some(&previous)).map(|rt| (rt, env))
+            Runtime::build(&profile, config, &source.path, Some(&previous))
+                .map(|rt| (rt, env, source.path.clone()))
+                .map_err(SwitchError::Invalid)
         })
         .await
         .map_err(|err| {
@@ -427,9 +454,8 @@ impl AppState {
                 None,
                 format!("profile load task failed: {err}"),
             ))
-        })?
-        .map_err(SwitchError::Invalid)?;
-        let (mut runtime, env) = built;
+        })??;
+        let (mut runtime, env, source_path) = built;
         // The new set is checked and provisioned first; then the old children stop
         // (freeing memory and VRAM) and the new ones start. If one fails, the old set is
         // restarted on its ports and bearers, and the old profile stays live.

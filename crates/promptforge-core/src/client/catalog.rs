@@ -1,48 +1,7 @@
 //! The model catalog: what models a run may bind.
 
-use serde::Deserialize;
-
-/// Whether a model thinks (reasons before answering).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Thinking {
-    /// Always thinks; it cannot be switched off.
-    Always,
-    /// Thinking can be switched per request.
-    Switchable,
-    /// Never thinks.
-    Never,
-}
-
-impl Thinking {
-    /// The catalog spelling: `always`, `switchable` or `never`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Always => "always",
-            Self::Switchable => "switchable",
-            Self::Never => "never",
-        }
-    }
-
-    /// Whether a request may ask for `thinking == wanted`.
-    pub fn allows(self, wanted: bool) -> bool {
-        match self {
-            Self::Always => wanted,
-            Self::Switchable => true,
-            Self::Never => !wanted,
-        }
-    }
-}
-
-/// What a model serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ModelKind {
-    /// Chat completions.
-    Chat,
-    /// Embeddings.
-    Embedding,
-    /// Rerank (relevance classification).
-    Classifier,
-}
+use promptforge_wire::ModelList;
+pub use promptforge_wire::{CatalogError, ModelKind, Thinking};
 
 /// One model of the catalog.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,9 +120,10 @@ impl ModelCatalog {
     }
 
     /// Reads a `GET /v1/models` body. Missing fields default: kind `chat`, thinking
-    /// `never`, the id as description.
-    pub fn from_models_json(body: &[u8]) -> Result<Self, serde_json::Error> {
-        let list: ModelList = serde_json::from_slice(body)?;
+    /// `never`, the id as description. A `kind` or `thinking` outside its enumeration is an
+    /// error naming the value and the model id, never a default.
+    pub fn from_models_json(body: &[u8]) -> Result<Self, CatalogError> {
+        let list = ModelList::from_slice(body)?;
         Ok(Self::new(
             list.data
                 .into_iter()
@@ -175,16 +135,8 @@ impl ModelCatalog {
                     id: entry.id,
                     context: entry.context,
                     max_output: entry.max_output,
-                    thinking: match entry.thinking.as_deref() {
-                        Some("always") => Thinking::Always,
-                        Some("switchable") => Thinking::Switchable,
-                        _ => Thinking::Never,
-                    },
-                    kind: match entry.kind.as_deref() {
-                        Some("embedding") => ModelKind::Embedding,
-                        Some("classifier") => ModelKind::Classifier,
-                        _ => ModelKind::Chat,
-                    },
+                    thinking: entry.thinking.unwrap_or(Thinking::Never),
+                    kind: entry.kind.unwrap_or(ModelKind::Chat),
                 })
                 .collect(),
         ))
@@ -198,21 +150,6 @@ impl<'a> IntoIterator for &'a ModelCatalog {
     fn into_iter(self) -> Self::IntoIter {
         self.models.iter()
     }
-}
-
-#[derive(Deserialize)]
-struct ModelList {
-    data: Vec<ModelEntry>,
-}
-
-#[derive(Deserialize)]
-struct ModelEntry {
-    id: String,
-    description: Option<String>,
-    context: Option<u64>,
-    max_output: Option<u64>,
-    thinking: Option<String>,
-    kind: Option<String>,
 }
 
 #[cfg(test)]
@@ -238,9 +175,20 @@ mod tests {
     }
 
     #[test]
-    fn thinking_constraints() {
-        assert!(Thinking::Always.allows(true) && !Thinking::Always.allows(false));
-        assert!(Thinking::Never.allows(false) && !Thinking::Never.allows(true));
-        assert!(Thinking::Switchable.allows(true) && Thinking::Switchable.allows(false));
+    fn unknown_kinds_and_thinking_modes_are_errors_not_defaults() {
+        let body = br#"{"object":"list","data":[
+            {"id":"chat-a","kind":"chat"},
+            {"id":"vector-b","object":"model","kind":"vector"}]}"#;
+        let error = ModelCatalog::from_models_json(body).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "model `vector-b`: kind `vector` is not chat, embedding or classifier"
+        );
+        let body = br#"{"data":[{"id":"m","thinking":"sometimes"}]}"#;
+        let error = ModelCatalog::from_models_json(body).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "model `m`: thinking `sometimes` is not never, always or switchable"
+        );
     }
 }

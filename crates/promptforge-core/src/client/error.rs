@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use promptforge_wire::ErrorEnvelope;
 use reqwest::Url;
 
 /// How many characters of the gateway's error message a [`CompletionError`] quotes.
@@ -177,15 +178,12 @@ fn innermost_cause(error: &dyn std::error::Error) -> Option<String> {
 /// The `code` and `message` of an OpenAI error envelope `{"error": {"message", "code"}}`,
 /// quoted safely (capped, control characters escaped); `None` when the body is not one.
 fn envelope(body: &str) -> Option<(Option<String>, String)> {
-    let json: serde_json::Value = serde_json::from_str(body).ok()?;
-    let error = json.get("error")?;
-    let message = error.get("message")?.as_str()?;
+    let ErrorEnvelope { error } = ErrorEnvelope::from_body(body)?;
     let code = error
-        .get("code")
-        .and_then(serde_json::Value::as_str)
+        .code
         .filter(|code| !code.is_empty())
-        .map(|code| quote(code, 64));
-    Some((code, quote(message, QUOTED_MESSAGE_CHARS)))
+        .map(|code| quote(&code, 64));
+    Some((code, quote(&error.message, QUOTED_MESSAGE_CHARS)))
 }
 
 /// At most `max` characters of `text`, control characters escaped, `…` when cut.

@@ -6,7 +6,6 @@
 
 mod catalog;
 mod error;
-mod secret;
 mod wire;
 
 use std::fmt;
@@ -17,9 +16,9 @@ use futures::StreamExt;
 use reqwest::{StatusCode, Url};
 use serde_json::Value as Json;
 
-pub use catalog::{ModelCatalog, ModelDescriptor, ModelKind, Thinking};
+pub use catalog::{CatalogError, ModelCatalog, ModelDescriptor, ModelKind, Thinking};
 pub use error::{CompletionError, CompletionErrorKind};
-pub use secret::Secret;
+pub use promptforge_wire::{Secret, WebSearchRequest};
 pub use wire::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolSpec};
 
 /// The environment variable holding the gateway URL.
@@ -214,14 +213,18 @@ impl GatewayClient {
         ModelCatalog::from_models_json(&body).map_err(|e| CompletionError::malformed(what, e))
     }
 
-    /// `POST /v1/tools/web_search`; returns the response body as text.
+    /// `POST /v1/tools/web_search`; returns the response body as text (the JSON the
+    /// gateway sent, handed to the model as it is).
     pub async fn web_search(
         &self,
-        arguments: &Json,
+        request: &WebSearchRequest,
         limits: RequestLimits,
     ) -> Result<String, CompletionError> {
+        let body = serde_json::to_value(request).map_err(|e| {
+            CompletionError::config(format!("cannot encode the web search request: {e}"))
+        })?;
         let raw = self
-            .post_json("v1/tools/web_search", arguments, limits, "web search")
+            .post_json("v1/tools/web_search", &body, limits, "web search")
             .await?;
         Ok(raw.to_string())
     }

@@ -4,9 +4,14 @@ use async_trait::async_trait;
 use serde_json::{Map, Value as Json, json};
 
 use super::{Tool, ToolError, ToolId, ToolOutput};
+use promptforge_wire::{Freshness, MAX_COUNT, MAX_DOMAINS, SafeSearch, WebSearchRequest};
+
 use crate::client::{CompletionErrorKind, GatewayClient, RequestLimits};
 
-const MAX_DOMAINS: usize = 20;
+/// The wire spellings of an enumeration's values.
+fn spellings<T: Copy>(all: &[T], as_str: fn(T) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|&value| as_str(value)).collect()
+}
 
 /// Searches the web through the gateway, so the provider key never leaves it. Output is
 /// untrusted.
@@ -27,9 +32,9 @@ impl WebSearch {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What to search for"},
-                    "count": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Number of results (1-20)"},
-                    "freshness": {"type": "string", "enum": ["pd", "pw", "pm", "py"], "description": "Past day, week, month or year"},
-                    "safe_search": {"type": "string", "enum": ["off", "moderate", "strict"]},
+                    "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "description": format!("Number of results (1-{MAX_COUNT})")},
+                    "freshness": {"type": "string", "enum": spellings(Freshness::ALL, Freshness::as_str), "description": "Past day, week, month or year"},
+                    "safe_search": {"type": "string", "enum": spellings(SafeSearch::ALL, SafeSearch::as_str)},
                     "domains_include": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_DOMAINS, "description": "Only these hostnames"},
                     "domains_exclude": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_DOMAINS, "description": "Never these hostnames"},
                     "country": {"type": "string", "description": "Country code, such as US"},
@@ -50,7 +55,7 @@ impl WebSearch {
 }
 
 /// Checks the arguments before they leave the process.
-fn validate(arguments: &str) -> Result<Json, ToolError> {
+fn validate(arguments: &str) -> Result<WebSearchRequest, ToolError> {
     let value: Json = serde_json::from_str(arguments)
         .map_err(|e| ToolError::invalid_arguments(format!("arguments are not JSON: {e}")))?;
     let Json::Object(map) = &value else {
@@ -58,17 +63,10 @@ fn validate(arguments: &str) -> Result<Json, ToolError> {
             "arguments must be a JSON object",
         ));
     };
-    let allowed = [
-        "query",
-        "count",
-        "freshness",
-        "safe_search",
-        "domains_include",
-        "domains_exclude",
-        "country",
-        "language",
-    ];
-    if let Some(key) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+    if let Some(key) = map
+        .keys()
+        .find(|k| !WebSearchRequest::FIELDS.contains(&k.as_str()))
+    {
         return Err(ToolError::invalid_arguments(format!(
             "unknown argument `{key}`"
         )));
@@ -82,14 +80,24 @@ fn validate(arguments: &str) -> Result<Json, ToolError> {
         }
     }
     if let Some(count) = map.get("count")
-        && !count.as_u64().is_some_and(|c| (1..=20).contains(&c))
+        && !count
+            .as_u64()
+            .is_some_and(|c| (1..=u64::from(MAX_COUNT)).contains(&c))
     {
-        return Err(ToolError::invalid_arguments(
-            "`count` must be an integer from 1 to 20",
-        ));
+        return Err(ToolError::invalid_arguments(format!(
+            "`count` must be an integer from 1 to {MAX_COUNT}"
+        )));
     }
-    check_enum(map, "freshness", &["pd", "pw", "pm", "py"])?;
-    check_enum(map, "safe_search", &["off", "moderate", "strict"])?;
+    check_enum(
+        map,
+        "freshness",
+        &spellings(Freshness::ALL, Freshness::as_str),
+    )?;
+    check_enum(
+        map,
+        "safe_search",
+        &spellings(SafeSearch::ALL, SafeSearch::as_str),
+    )?;
     for key in ["domains_include", "domains_exclude"] {
         if let Some(list) = map.get(key) {
             let ok = list.as_array().is_some_and(|items| {
@@ -109,7 +117,8 @@ fn validate(arguments: &str) -> Result<Json, ToolError> {
             )));
         }
     }
-    Ok(value)
+    serde_json::from_value(value)
+        .map_err(|e| ToolError::invalid_arguments(format!("invalid arguments: {e}")))
 }
 
 fn check_enum(map: &Map<String, Json>, key: &str, allowed: &[&str]) -> Result<(), ToolError> {
@@ -159,7 +168,15 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_sending() {
-        assert!(validate(r#"{"query": "rust", "count": 5, "freshness": "pw"}"#).is_ok());
+        let request = validate(r#"{"query": "rust", "count": 5, "freshness": "pw"}"#).unwrap();
+        assert_eq!(
+            (
+                request.query.as_str(),
+                request.count,
+                request.freshness.as_deref()
+            ),
+            ("rust", Some(5), Some("pw"))
+        );
         for bad in [
             "not json",
             "[]",

@@ -12,18 +12,18 @@ use super::{ConfigError, ConfigErrorKind};
 
 /// Variables from the env files loaded so far, below the process environment.
 #[derive(Debug, Clone, Default)]
-pub struct EnvLayers {
+pub(crate) struct EnvLayers {
     files: BTreeMap<String, String>,
 }
 
 impl EnvLayers {
     /// An empty layer: lookups see the process environment only.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Looks a variable up: the process environment first, then the loaded env files.
-    pub fn lookup(&self, name: &str) -> Option<String> {
+    pub(crate) fn lookup(&self, name: &str) -> Option<String> {
         std::env::var(name)
             .ok()
             .or_else(|| self.files.get(name).cloned())
@@ -31,7 +31,7 @@ impl EnvLayers {
 
     /// Loads `path` when it exists. A variable already visible through
     /// [`EnvLayers::lookup`] is not overridden. Returns whether the file existed.
-    pub fn load_file(&mut self, path: &Path) -> Result<bool, ConfigError> {
+    pub(crate) fn load_file(&mut self, path: &Path) -> Result<bool, ConfigError> {
         let Some(text) = super::files::read_text(path, "env file", true)? else {
             return Ok(false);
         };

@@ -7,10 +7,10 @@ use super::{ConfigError, ConfigErrorKind};
 
 /// Largest configuration file (boot file, profile, include or env file) read, in bytes.
 /// Large enough for a catalog of 100,000 models.
-pub const MAX_CONFIG_FILE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_CONFIG_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Most distinct files one profile's include graph may load.
-pub const MAX_INCLUDE_FILES: usize = 256;
+pub(crate) const MAX_INCLUDE_FILES: usize = 256;
 
 /// Longest piece of file content an error message quotes, in characters.
 const MAX_QUOTED_CHARS: usize = 80;

@@ -17,9 +17,7 @@ pub(crate) const MAX_INCLUDE_DEPTH: usize = 16;
 
 /// Where a named profile lives.
 #[derive(Debug, Clone)]
-pub struct ProfileSource {
-    /// The profile's name.
-    pub name: String,
+pub(crate) struct ProfileSource {
     /// `profiles/<name>.toml` beside the boot file.
     pub path: PathBuf,
     /// `profiles/<name>.env` beside the boot file (may not exist).
@@ -34,7 +32,7 @@ fn profiles_dir(boot: &Path) -> PathBuf {
 }
 
 /// Names of every `profiles/*.toml` beside `boot`, sorted.
-pub fn available_profiles(boot: &Path) -> Vec<String> {
+pub(crate) fn available_profiles(boot: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(profiles_dir(boot)) else {
         return Vec::new();
     };
@@ -64,7 +62,7 @@ fn is_single_component(name: &str) -> bool {
 }
 
 /// Resolves a profile name to its files, checking the name, the directory and the file.
-pub fn profile_source(boot: &Path, name: &str) -> Result<ProfileSource, ConfigError> {
+pub(crate) fn profile_source(boot: &Path, name: &str) -> Result<ProfileSource, ConfigError> {
     let dir = profiles_dir(boot);
     if !is_single_component(name) {
         return Err(ConfigError::new(
@@ -101,7 +99,6 @@ pub fn profile_source(boot: &Path, name: &str) -> Result<ProfileSource, ConfigEr
         ));
     }
     Ok(ProfileSource {
-        name: name.to_owned(),
         env_file: dir.join(format!("{name}.env")),
         path,
     })
@@ -146,7 +143,7 @@ fn read_file_shown(real: &Path, path: &Path, env: &EnvLayers) -> Result<RawFile,
 }
 
 /// Reads the boot file's own `[server]` (its includes are not followed).
-pub fn load_boot_server(boot: &Path, env: &EnvLayers) -> Result<ServerConfig, ConfigError> {
+pub(crate) fn load_boot_server(boot: &Path, env: &EnvLayers) -> Result<ServerConfig, ConfigError> {
     let raw = read_file(boot, env)?;
     let server = raw.server.unwrap_or_default();
     let missing = |field: &str| {
@@ -453,7 +450,7 @@ fn tidy(path: &Path) -> PathBuf {
 
 /// Loads the profile at `source`: includes, merge, allowlist, validation, and the check
 /// that its merged `[server]` equals `boot_server`.
-pub fn load_profile(
+pub(crate) fn load_profile(
     source: &ProfileSource,
     boot: &Path,
     boot_server: &ServerConfig,
@@ -463,7 +460,7 @@ pub fn load_profile(
     resolve(&source.path, &source.path, 0, &mut walk, env)?;
     let merged = walk.merged;
     check_server(&merged, &source.path, boot, boot_server)?;
-    validate::build(merged, boot_server.clone())
+    validate::build(merged)
 }
 
 /// The merged `[server]` must equal the boot file's.

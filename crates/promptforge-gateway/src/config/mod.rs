@@ -20,9 +20,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use env::EnvLayers;
-pub use files::{MAX_CONFIG_FILE_BYTES, MAX_INCLUDE_FILES};
-pub use load::{ProfileSource, available_profiles, load_boot_server, load_profile, profile_source};
+pub(crate) use env::EnvLayers;
+pub(crate) use files::MAX_INCLUDE_FILES;
+pub(crate) use load::{load_boot_server, load_profile, profile_source};
+
+pub(crate) use promptforge_wire::{Freshness, ModelKind, SafeSearch, Thinking};
 
 use crate::secret::Secret;
 
@@ -108,9 +110,7 @@ impl fmt::Display for ConfigError {
 
 /// A validated, merged configuration: the loaded set of one profile.
 #[derive(Debug, Clone)]
-pub struct Config {
-    /// Socket and bearer key (equal to the boot file's).
-    pub server: ServerConfig,
+pub(crate) struct Config {
     /// Upstream backends, in merge order.
     pub endpoints: Vec<EndpointConfig>,
     /// The loaded models (remote and local), in merge order.
@@ -133,7 +133,7 @@ pub struct Config {
 
 /// `[server]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     /// The socket address to listen on.
     pub bind: String,
     /// The bearer key every route but `/health` demands.
@@ -144,7 +144,7 @@ pub struct ServerConfig {
 
 /// Connection-level bounds of the listening socket (`[server]`, owned by the boot file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerLimits {
+pub(crate) struct ServerLimits {
     /// Deadline for a whole request head, from the connection's accept or from the first
     /// byte of a later request on a kept-alive connection (default 10 s).
     pub header_read_timeout: Duration,
@@ -177,7 +177,7 @@ impl Default for ServerLimits {
 
 /// `[local]`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LocalSettings {
+pub(crate) struct LocalSettings {
     /// Cache directory for models and the llama.cpp binary (`~/.promptforge` when unset).
     pub cache_dir: Option<String>,
     /// An explicit `llama-server` binary, used instead of provisioning one.
@@ -193,7 +193,7 @@ pub struct LocalSettings {
 
 /// `[[endpoint]]`: one upstream backend.
 #[derive(Debug, Clone)]
-pub struct EndpointConfig {
+pub(crate) struct EndpointConfig {
     /// The operator's handle, referenced by models.
     pub id: String,
     /// The base URL without a trailing slash, e.g. `https://api.example.com/v1`.
@@ -216,53 +216,9 @@ pub struct EndpointConfig {
     pub max_stream_event_bytes: usize,
 }
 
-/// What a model serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelKind {
-    /// `POST /v1/chat/completions`.
-    Chat,
-    /// `POST /v1/embeddings`.
-    Embedding,
-    /// `POST /v1/rerank`.
-    Classifier,
-}
-
-impl ModelKind {
-    /// The configuration and wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chat => "chat",
-            Self::Embedding => "embedding",
-            Self::Classifier => "classifier",
-        }
-    }
-}
-
-/// A chat model's thinking mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Thinking {
-    /// The model never thinks (default).
-    Never,
-    /// The model always thinks.
-    Always,
-    /// Thinking can be switched per request.
-    Switchable,
-}
-
-impl Thinking {
-    /// The configuration and wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Never => "never",
-            Self::Always => "always",
-            Self::Switchable => "switchable",
-        }
-    }
-}
-
 /// How tool calls reach the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolDialect {
+pub(crate) enum ToolDialect {
     /// Native OpenAI `tools` (default).
     OpenAi,
     /// Emulated through `tool_code` fences in content.
@@ -271,7 +227,7 @@ pub enum ToolDialect {
 
 /// One loaded model: catalog metadata plus where it runs.
 #[derive(Debug, Clone)]
-pub struct ModelConfig {
+pub(crate) struct ModelConfig {
     /// The caller-facing name.
     pub name: String,
     /// What the model serves.
@@ -307,7 +263,7 @@ pub struct ModelConfig {
 
 /// Where a model's requests go.
 #[derive(Debug, Clone)]
-pub enum ModelBackend {
+pub(crate) enum ModelBackend {
     /// A `[[model]]` on a remote endpoint.
     Remote {
         /// The backend's own model string.
@@ -321,7 +277,7 @@ pub enum ModelBackend {
 
 /// The launch settings of a `[[local_model]]`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LocalLaunch {
+pub(crate) struct LocalLaunch {
     /// A URL or a local path to the GGUF file.
     pub source: String,
     /// Expected SHA-256 of the GGUF, lowercase hex.
@@ -348,7 +304,7 @@ pub struct LocalLaunch {
 
 /// Remote provider pool or local GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DominionKind {
+pub(crate) enum DominionKind {
     /// Remote endpoints bind here.
     Remote,
     /// Local models bind here.
@@ -357,7 +313,7 @@ pub enum DominionKind {
 
 /// What a full dominion does with a new request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueuePolicy {
+pub(crate) enum QueuePolicy {
     /// Wait in the bounded queue; 503 `queue_full` past `max_queue`.
     Queue,
     /// 429 `queue_rejected` when no slot is free.
@@ -366,7 +322,7 @@ pub enum QueuePolicy {
 
 /// `[[dominion]]`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DominionConfig {
+pub(crate) struct DominionConfig {
     /// Unique id.
     pub id: String,
     /// Remote or local.
@@ -385,7 +341,7 @@ pub struct DominionConfig {
 
 /// `[tools.web_search]`.
 #[derive(Debug, Clone)]
-pub struct WebSearchConfig {
+pub(crate) struct WebSearchConfig {
     /// The Brave subscription token.
     pub api_key: Secret,
     /// The Brave API base URL without a trailing slash.
@@ -397,21 +353,21 @@ pub struct WebSearchConfig {
     /// Results kept per host (default 2).
     pub max_per_host: u32,
     /// Freshness when the request has none.
-    pub default_freshness: Option<String>,
+    pub default_freshness: Option<Freshness>,
     /// Safe-search level when the request has none.
-    pub default_safesearch: Option<String>,
+    pub default_safesearch: Option<SafeSearch>,
     /// Drop tracking query parameters from result URLs (default true).
     pub strip_tracking: bool,
 }
 
 impl Config {
     /// Looks a loaded model up by its exact name (a hash lookup).
-    pub fn model(&self, name: &str) -> Option<&ModelConfig> {
+    pub(crate) fn model(&self, name: &str) -> Option<&ModelConfig> {
         self.model_index.get(name).and_then(|&i| self.models.get(i))
     }
 
     /// Looks an endpoint up by id (a hash lookup).
-    pub fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
+    pub(crate) fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
         self.endpoint_index
             .get(id)
             .and_then(|&i| self.endpoints.get(i))

@@ -2,14 +2,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
+
+use promptforge_wire::UnknownValue;
 
 use super::load::{Merged, Sourced};
 use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
 use super::{
     Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
-    LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerConfig,
-    ServerLimits, Thinking, ToolDialect, WebSearchConfig,
+    LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerLimits,
+    Thinking, ToolDialect, WebSearchConfig,
 };
 
 /// Default connect deadline for upstream requests.
@@ -42,7 +45,7 @@ fn invalid(file: &Path, key: String, message: impl Into<String>) -> ConfigError 
 }
 
 /// Builds the validated configuration.
-pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, ConfigError> {
+pub(crate) fn build(merged: Merged) -> Result<Config, ConfigError> {
     let Merged {
         chain,
         models_allowlist,
@@ -117,7 +120,6 @@ pub(crate) fn build(merged: Merged, server: ServerConfig) -> Result<Config, Conf
         .map(|(i, m)| (m.name.clone(), i))
         .collect();
     Ok(Config {
-        server,
         endpoints,
         models: loaded,
         dominions,
@@ -509,30 +511,26 @@ pub(crate) fn server_limits(file: &Path, raw: &RawServer) -> Result<ServerLimits
     })
 }
 
+/// A closed wire enumeration read from a configuration string; `None` when absent.
+fn wire_value<T: FromStr<Err = UnknownValue>>(
+    file: &Path,
+    key: String,
+    value: Option<&str>,
+) -> Result<Option<T>, ConfigError> {
+    value
+        .map(|text| {
+            text.parse()
+                .map_err(|e: UnknownValue| invalid(file, key, e.reason()))
+        })
+        .transpose()
+}
+
 fn model_kind(file: &Path, key: String, value: Option<&str>) -> Result<ModelKind, ConfigError> {
-    match value {
-        None | Some("chat") => Ok(ModelKind::Chat),
-        Some("embedding") => Ok(ModelKind::Embedding),
-        Some("classifier") => Ok(ModelKind::Classifier),
-        Some(other) => Err(invalid(
-            file,
-            key,
-            format!("`{other}` is not chat, embedding or classifier"),
-        )),
-    }
+    Ok(wire_value(file, key, value)?.unwrap_or(ModelKind::Chat))
 }
 
 fn thinking(file: &Path, key: String, value: Option<&str>) -> Result<Thinking, ConfigError> {
-    match value {
-        None | Some("never") => Ok(Thinking::Never),
-        Some("always") => Ok(Thinking::Always),
-        Some("switchable") => Ok(Thinking::Switchable),
-        Some(other) => Err(invalid(
-            file,
-            key,
-            format!("`{other}` is not never, always or switchable"),
-        )),
-    }
+    Ok(wire_value(file, key, value)?.unwrap_or(Thinking::Never))
 }
 
 /// The catalog fields shared by `[[model]]` and `[[local_model]]`.
@@ -968,26 +966,16 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         None => 2,
         Some(v) => small_positive(file, key("max_per_host"), v)?,
     };
-    let default_freshness = raw.default_freshness.clone().filter(|f| !f.is_empty());
-    if let Some(f) = &default_freshness
-        && !["pd", "pw", "pm", "py"].contains(&f.as_str())
-    {
-        return Err(invalid(
-            file,
-            key("default_freshness"),
-            format!("`{f}` is not pd, pw, pm or py"),
-        ));
-    }
-    let default_safesearch = raw.default_safesearch.clone().filter(|f| !f.is_empty());
-    if let Some(s) = &default_safesearch
-        && !["off", "moderate", "strict"].contains(&s.as_str())
-    {
-        return Err(invalid(
-            file,
-            key("default_safesearch"),
-            format!("`{s}` is not off, moderate or strict"),
-        ));
-    }
+    let default_freshness = wire_value(
+        file,
+        key("default_freshness"),
+        raw.default_freshness.as_deref().filter(|f| !f.is_empty()),
+    )?;
+    let default_safesearch = wire_value(
+        file,
+        key("default_safesearch"),
+        raw.default_safesearch.as_deref().filter(|f| !f.is_empty()),
+    )?;
     Ok(WebSearchConfig {
         api_key: raw.api_key.clone(),
         base_url,
@@ -998,4 +986,125 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         default_safesearch,
         strip_tracking: raw.strip_tracking.unwrap_or(true),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Table tests of the rules phase: a TOML document (parsed to the raw shapes, as one
+    //! file of the chain) → the key and message of the error `build` gives.
+
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::raw::RawFile;
+
+    const FILE: &str = "/cfg/gateway.toml";
+
+    fn sourced<T>(items: Vec<T>) -> Vec<Sourced<T>> {
+        items
+            .into_iter()
+            .map(|item| Sourced {
+                file: PathBuf::from(FILE),
+                item,
+            })
+            .collect()
+    }
+
+    fn build_toml(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawFile = toml::from_str(text).expect("the table's TOML parses");
+        let local_file = raw.local.is_some().then(|| PathBuf::from(FILE));
+        build(Merged {
+            chain: vec![PathBuf::from(FILE)],
+            local: raw.local.unwrap_or_default(),
+            local_file,
+            endpoints: sourced(raw.endpoint),
+            models: sourced(raw.model),
+            local_models: sourced(raw.local_model),
+            dominions: sourced(raw.dominion),
+            web_search: raw.tools.and_then(|t| t.web_search).map(|item| Sourced {
+                file: PathBuf::from(FILE),
+                item,
+            }),
+            ..Merged::default()
+        })
+    }
+
+    const ENDPOINT: &str = "[[endpoint]]\nid = \"up\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
+
+    fn model(extra: &str) -> String {
+        format!(
+            "{ENDPOINT}[[model]]\nname = \"m\"\ndescription = \"d\"\ncontext = 100\nupstream = \"u\"\nendpoints = [\"up\"]\n{extra}\n"
+        )
+    }
+
+    fn search(extra: &str) -> String {
+        format!("[tools.web_search]\nprovider = \"brave\"\napi_key = \"k\"\n{extra}\n")
+    }
+
+    #[test]
+    fn valid_documents_build() {
+        let config = build_toml(&model("thinking = \"switchable\"")).unwrap();
+        assert_eq!(config.models[0].thinking, Thinking::Switchable);
+        assert_eq!(config.models[0].kind, ModelKind::Chat);
+        let config = build_toml(&search("default_freshness = \"pw\"")).unwrap();
+        let web_search = config.web_search.unwrap();
+        assert_eq!(
+            web_search.default_freshness,
+            Some(promptforge_wire::Freshness::PastWeek)
+        );
+        assert_eq!(web_search.default_count, 10);
+    }
+
+    #[test]
+    fn each_broken_rule_names_its_key() {
+        let table: Vec<(String, &str, &str)> = vec![
+            (
+                model("kind = \"vector\""),
+                "model[m].kind",
+                "`vector` is not chat, embedding or classifier",
+            ),
+            (
+                model("thinking = \"maybe\""),
+                "model[m].thinking",
+                "`maybe` is not never, always or switchable",
+            ),
+            (
+                search("default_freshness = \"pz\""),
+                "tools.web_search.default_freshness",
+                "`pz` is not pd, pw, pm or py",
+            ),
+            (
+                search("default_safesearch = \"high\""),
+                "tools.web_search.default_safesearch",
+                "`high` is not off, moderate or strict",
+            ),
+            (
+                model("").replace("context = 100", "context = 0"),
+                "model[m].context",
+                "must be at least 1 (got 0)",
+            ),
+            (
+                ENDPOINT.replace("http://127.0.0.1:9/v1", "http://u:p@127.0.0.1:9/v1"),
+                "endpoint[up].base_url",
+                "must not embed credentials; use api_key",
+            ),
+            (
+                model("").replace("endpoints = [\"up\"]", "endpoints = [\"nowhere\"]"),
+                "model[m].endpoints[0]",
+                "unknown endpoint `nowhere`",
+            ),
+            (
+                ENDPOINT.replace("http://127.0.0.1:9/v1", "ftp://x"),
+                "endpoint[up].base_url",
+                "must be an http or https URL",
+            ),
+        ];
+        for (text, key, message) in table {
+            let error = build_toml(&text).map(|_| ()).unwrap_err();
+            assert_eq!(error.key(), Some(key), "{text}\n{error}");
+            assert_eq!(error.kind(), ConfigErrorKind::Validation, "{error}");
+            assert!(error.to_string().contains(message), "{text}\n{error}");
+            assert!(error.to_string().starts_with(FILE), "{error}");
+        }
+    }
 }

@@ -8,27 +8,32 @@
 //! carrying a `tool_calls` blob) becomes OpenAI `tool_calls`; a recognised but malformed
 //! fence becomes empty content plus a `gateway_warning`, logged at warn.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 
-/// Ids for emitted tool calls, unique within the process.
-static CALL_COUNTER: AtomicU64 = AtomicU64::new(1);
+/// The per-response part of emitted tool-call ids: 12 hex digits of the SHA-256 of the
+/// upstream's completion `id` (which llama-server makes unique per completion), or of the
+/// whole response body when it has none. Ids depend on the response alone, never on other
+/// traffic in the process.
+fn response_nonce(response: &Map<String, Value>) -> String {
+    let digest = match response.get("id").and_then(Value::as_str) {
+        Some(id) => Sha256::digest(id.as_bytes()),
+        None => Sha256::digest(Value::Object(response.clone()).to_string().as_bytes()),
+    };
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
 
 /// Rewrites an outgoing chat body. Returns whether the request carried tools.
-pub fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
+pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
     let tools = body.remove("tools");
     body.remove("tool_choice");
     let tools = match tools {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools,
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                "tools must be an array",
-            ));
+            return Err(ApiError::invalid_request("tools must be an array"));
         }
     };
     let Some(Value::Array(messages)) = body.get_mut("messages") else {
@@ -59,12 +64,9 @@ fn system_guide(tools: &[Value]) -> Result<String, ApiError> {
         let function = tool.get("function").filter(|f| f.is_object());
         let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
         let (Some(function), Some(name)) = (function, name) else {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!(
-                    "tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}"
-                ),
-            ));
+            return Err(ApiError::invalid_request(format!(
+                "tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}"
+            )));
         };
         text.push_str(&format!("- {name}"));
         if let Some(description) = function.get("description").and_then(Value::as_str) {
@@ -142,7 +144,7 @@ fn render_history(message: &mut Value) {
 
 /// What the start of a reply holds.
 #[derive(Debug, PartialEq)]
-pub enum Scan {
+pub(crate) enum Scan {
     /// No recognised fence: leave the reply alone.
     NoFence,
     /// Well-formed calls: (name, arguments object).
@@ -152,7 +154,7 @@ pub enum Scan {
 }
 
 /// Scans reply content for a leading `tool_code` (or `json` + `tool_calls`) fence.
-pub fn scan(content: &str) -> Scan {
+pub(crate) fn scan(content: &str) -> Scan {
     let text = content.trim_start();
     if let Some(rest) = fence_body_start(text, "```tool_code") {
         let Some(end) = rest.find("```") else {
@@ -245,7 +247,12 @@ fn json_calls(tool_calls: &Value) -> Scan {
 }
 
 /// Rewrites every choice of a non-streaming response in place.
-pub fn inbound(response: &mut Map<String, Value>, model: &str) {
+///
+/// Tool-call ids are `call_pf<nonce>_<n>`: the response's nonce ([`response_nonce`]) and a
+/// counter over the whole response, so they are unique within it.
+pub(crate) fn inbound(response: &mut Map<String, Value>, model: &str) {
+    let nonce = response_nonce(response);
+    let mut next_call = 0u64;
     let Some(Value::Array(choices)) = response.get_mut("choices") else {
         return;
     };
@@ -262,9 +269,9 @@ pub fn inbound(response: &mut Map<String, Value>, model: &str) {
                 let tool_calls: Vec<Value> = calls
                     .into_iter()
                     .map(|(name, args)| {
-                        let id = CALL_COUNTER.fetch_add(1, Ordering::Relaxed);
+                        next_call += 1;
                         json!({
-                            "id": format!("call_pf{id}"),
+                            "id": format!("call_pf{nonce}_{next_call}"),
                             "type": "function",
                             "function": {"name": name, "arguments": Value::Object(args).to_string()},
                         })
@@ -613,5 +620,50 @@ mod tests {
                 .contains("invalid call line")
         );
         assert_eq!(c[2]["message"]["content"], "plain");
+    }
+
+    /// Three calls over two choices, as the upstream would answer.
+    fn two_choice_reply(completion_id: &str) -> Value {
+        json!({"id": completion_id, "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "```tool_code\nf(a=1)\ng(b=2)\n```"}},
+            {"index": 1, "message": {"role": "assistant", "content": "```tool_code\nf(a=1)\n```"}}
+        ]})
+    }
+
+    fn call_ids(response: &Value) -> Vec<String> {
+        response["choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["message"]["tool_calls"].as_array().unwrap().clone())
+            .map(|call| call["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn tool_call_ids_depend_on_the_response_only() {
+        let mut first = two_choice_reply("chatcmpl-1");
+        inbound(first.as_object_mut().unwrap(), "m");
+        // Other traffic in between: it must not shift the ids of the next response.
+        for other in ["chatcmpl-x", "chatcmpl-y"] {
+            inbound(two_choice_reply(other).as_object_mut().unwrap(), "m");
+        }
+        let mut again = two_choice_reply("chatcmpl-1");
+        inbound(again.as_object_mut().unwrap(), "m");
+        let ids = call_ids(&first);
+        assert_eq!(ids, call_ids(&again));
+        assert_eq!(ids.len(), 3);
+        let unique: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), 3, "{ids:?}");
+        assert!(ids.iter().all(|id| id.starts_with("call_pf")), "{ids:?}");
+        let mut other = two_choice_reply("chatcmpl-2");
+        inbound(other.as_object_mut().unwrap(), "m");
+        assert!(call_ids(&other).iter().all(|id| !ids.contains(id)));
+        let mut anonymous = two_choice_reply("x");
+        anonymous.as_object_mut().unwrap().remove("id");
+        let mut anonymous_again = anonymous.clone();
+        inbound(anonymous.as_object_mut().unwrap(), "m");
+        inbound(anonymous_again.as_object_mut().unwrap(), "m");
+        assert_eq!(call_ids(&anonymous), call_ids(&anonymous_again));
     }
 }

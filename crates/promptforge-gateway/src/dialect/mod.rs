@@ -1,3 +1,3 @@
 //! Tool-calling dialects emulated for backends without a native `tools` array.
 
-pub mod gemma;
+pub(crate) mod gemma;

@@ -15,14 +15,13 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::config::ModelKind;
 use crate::secret::Secret;
 
 /// Lines of the child's stderr kept for a boot error.
-pub const STDERR_TAIL_LINES: usize = 40;
+pub(crate) const STDERR_TAIL_LINES: usize = 40;
 /// How long a transport failure waits for a dying child's guard to exit before the
 /// failure is treated as not a death (and answered as is).
-pub const DEATH_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const DEATH_GRACE: Duration = Duration::from_secs(1);
 /// Longest log line forwarded (longer lines are cut).
 const MAX_LOG_LINE_BYTES: usize = 8 * 1024;
 
@@ -42,7 +41,7 @@ exit "$s"
 
 /// Why a child did not come up.
 #[derive(Debug, thiserror::Error)]
-pub enum ChildError {
+pub(crate) enum ChildError {
     /// The process could not be spawned.
     #[error("local model {model}: cannot start {binary}: {source}")]
     Spawn {
@@ -77,11 +76,9 @@ pub enum ChildError {
 
 /// Everything needed to (re)start one child.
 #[derive(Debug, Clone)]
-pub struct ChildSpec {
+pub(crate) struct ChildSpec {
     /// The model name (log tag, `--alias`).
     pub model: String,
-    /// What the child serves.
-    pub kind: ModelKind,
     /// The `llama-server` binary.
     pub binary: PathBuf,
     /// The loopback port, fixed for the child's life (respawns reuse it).
@@ -140,7 +137,7 @@ fn is_zombie(pid: i32) -> bool {
 
 /// One supervised `llama-server`.
 #[derive(Debug)]
-pub struct LocalChild {
+pub(crate) struct LocalChild {
     spec: ChildSpec,
     bearer: Secret,
     key_file: PathBuf,
@@ -157,7 +154,7 @@ pub struct LocalChild {
 
 impl LocalChild {
     /// Writes the bearer file (owner-only) and starts the child; waits for readiness.
-    pub async fn start(spec: ChildSpec, bearer: Secret) -> Result<Self, ChildError> {
+    pub(crate) async fn start(spec: ChildSpec, bearer: Secret) -> Result<Self, ChildError> {
         let key_file = spec.key_file.clone();
         write_key_file(&key_file, &bearer).map_err(|source| ChildError::KeyFile {
             model: spec.model.clone(),
@@ -189,22 +186,22 @@ impl LocalChild {
     }
 
     /// The spec it runs with.
-    pub fn spec(&self) -> &ChildSpec {
+    pub(crate) fn spec(&self) -> &ChildSpec {
         &self.spec
     }
 
     /// The bearer the child demands.
-    pub fn bearer(&self) -> &Secret {
+    pub(crate) fn bearer(&self) -> &Secret {
         &self.bearer
     }
 
     /// `http://127.0.0.1:PORT`.
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.spec.port)
     }
 
     /// The `llama-server` process id, while it runs.
-    pub fn server_pid(&self) -> Option<u32> {
+    pub(crate) fn server_pid(&self) -> Option<u32> {
         self.proc
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -213,12 +210,12 @@ impl LocalChild {
     }
 
     /// How many times it was respawned.
-    pub fn respawn_count(&self) -> u64 {
+    pub(crate) fn respawn_count(&self) -> u64 {
         self.respawns.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the child has exited (or was stopped).
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         let mut guard = self.proc.lock().unwrap_or_else(PoisonError::into_inner);
         match guard.as_mut() {
             None => true,
@@ -227,7 +224,7 @@ impl LocalChild {
     }
 
     /// Kills the child's process group and waits until it is gone.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let taken = self
             .proc
             .lock()
@@ -242,7 +239,7 @@ impl LocalChild {
     /// Respawns the child when it is dead (once per observed death: concurrent callers that
     /// saw the same death share one respawn). `seen` is [`Self::respawn_count`] taken
     /// before the failed request. Returns whether the child is now believed alive.
-    pub async fn respawn_if_dead(&self, seen: u64) -> Result<bool, ChildError> {
+    pub(crate) async fn respawn_if_dead(&self, seen: u64) -> Result<bool, ChildError> {
         let _serial = self.respawning.lock().await;
         if self.respawn_count() != seen {
             return Ok(true);
@@ -267,14 +264,14 @@ impl LocalChild {
     }
 
     /// Stops the child for good (a profile switch): it is not respawned after this.
-    pub fn retire(&self) {
+    pub(crate) fn retire(&self) {
         self.retired
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop();
     }
 
     /// Starts a retired child again on the same port and bearer (a failed switch).
-    pub async fn restart(&self) -> Result<(), ChildError> {
+    pub(crate) async fn restart(&self) -> Result<(), ChildError> {
         self.stop();
         self.launch().await?;
         self.retired
@@ -382,7 +379,7 @@ impl LocalChild {
     }
 
     /// `GET /props` (bearer-authenticated), for the dialect probe.
-    pub async fn props(&self) -> Result<serde_json::Value, String> {
+    pub(crate) async fn props(&self) -> Result<serde_json::Value, String> {
         let response = self
             .http
             .get(format!("{}/props", self.base_url()))
@@ -409,7 +406,7 @@ impl Drop for LocalChild {
 }
 
 /// A file-name-safe form of a model name.
-pub fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -442,7 +439,7 @@ fn write_key_file(path: &Path, bearer: &Secret) -> std::io::Result<()> {
 }
 
 /// A fresh random bearer (32 bytes from the OS, hex).
-pub fn generate_bearer() -> std::io::Result<Secret> {
+pub(crate) fn generate_bearer() -> std::io::Result<Secret> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(Secret::new(

@@ -28,7 +28,7 @@ const NATIVE_MARKERS: [&str; 4] = [
 
 /// Why no dialect could be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DialectError {
+pub(crate) enum DialectError {
     /// Neither `/props` nor a sidecar has a template.
     #[error("no chat template: /props has none and there is no sidecar {sidecar}")]
     Absent {
@@ -46,7 +46,10 @@ pub enum DialectError {
 }
 
 /// Resolves a dialect from one template's text (the rule in the module docs).
-pub fn from_template(template: &str, source_name: &str) -> Result<ToolDialect, DialectError> {
+pub(crate) fn from_template(
+    template: &str,
+    source_name: &str,
+) -> Result<ToolDialect, DialectError> {
     let native = NATIVE_MARKERS.iter().any(|m| template.contains(m)) || reads_tools(template);
     let tool_code = template.contains("tool_code");
     match (native, tool_code) {
@@ -78,12 +81,12 @@ fn reads_tools(template: &str) -> bool {
 }
 
 /// The sidecar of a GGUF: the same path with the extension `.md`.
-pub fn sidecar_path(gguf: &Path) -> std::path::PathBuf {
+pub(crate) fn sidecar_path(gguf: &Path) -> std::path::PathBuf {
     gguf.with_extension("md")
 }
 
 /// The template body of a sidecar `.md` (frontmatter stripped), when it has one.
-pub fn sidecar_template(text: &str) -> Option<&str> {
+pub(crate) fn sidecar_template(text: &str) -> Option<&str> {
     let body = match text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
@@ -99,7 +102,10 @@ pub fn sidecar_template(text: &str) -> Option<&str> {
 }
 
 /// Resolves from the live props' template, else the sidecar beside `gguf`.
-pub fn resolve(props_template: Option<&str>, gguf: &Path) -> Result<ToolDialect, DialectError> {
+pub(crate) fn resolve(
+    props_template: Option<&str>,
+    gguf: &Path,
+) -> Result<ToolDialect, DialectError> {
     if let Some(t) = props_template.filter(|t| !t.trim().is_empty()) {
         return from_template(t, "/props");
     }

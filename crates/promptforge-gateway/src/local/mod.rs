@@ -5,9 +5,9 @@
 //! waits for each to be ready and resolves chat models' tool-calling dialects. The
 //! runtime owns its children: dropping it kills them all.
 
-pub mod child;
-pub mod dialect;
-pub mod provision;
+pub(crate) mod child;
+pub(crate) mod dialect;
+pub(crate) mod provision;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,15 +20,15 @@ use crate::config::{
 };
 use crate::state::Upstream;
 
-pub use child::{ChildError, ChildSpec, LocalChild};
-pub use provision::ProvisionError;
+pub(crate) use child::{ChildError, ChildSpec, LocalChild};
+pub(crate) use provision::ProvisionError;
 
 /// Queue length of a local model's own admission (no dominion bound).
-pub const MODEL_QUEUE: u32 = 100;
+pub(crate) const MODEL_QUEUE: u32 = 100;
 
 /// Why the local runtime could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum LocalError {
+pub(crate) enum LocalError {
     /// The binary or a GGUF could not be provisioned or verified.
     #[error("local model {model}: {source}")]
     Provision {
@@ -37,9 +37,6 @@ pub enum LocalError {
         /// What failed.
         source: ProvisionError,
     },
-    /// The `llama-server` binary could not be found or provisioned.
-    #[error("llama-server: {0}")]
-    Binary(ProvisionError),
     /// A child failed to start.
     #[error("{0}")]
     Child(#[from] ChildError),
@@ -58,7 +55,7 @@ pub enum LocalError {
 
 /// One local model's provisioned launch: its name, kind, settings and GGUF file.
 #[derive(Debug, Clone)]
-pub struct PreparedModel {
+pub(crate) struct PreparedModel {
     /// The model name.
     pub name: String,
     /// What it serves.
@@ -73,7 +70,7 @@ pub struct PreparedModel {
 
 /// Everything checked and provisioned, nothing started yet.
 #[derive(Debug, Clone)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The `llama-server` binary.
     pub binary: PathBuf,
     /// The cache directory.
@@ -86,7 +83,7 @@ pub struct Prepared {
 
 /// Provisions the binary and every GGUF of `config`'s local models; `None` when it has
 /// none. Nothing is started.
-pub async fn prepare(config: &Config) -> Result<Option<Prepared>, LocalError> {
+pub(crate) async fn prepare(config: &Config) -> Result<Option<Prepared>, LocalError> {
     let locals: Vec<_> = config
         .models
         .iter()
@@ -143,7 +140,7 @@ pub async fn prepare(config: &Config) -> Result<Option<Prepared>, LocalError> {
 /// A started local model: its child, the client that reaches it and, without a
 /// dominion, its own queue.
 #[derive(Debug)]
-pub struct LocalModel {
+pub(crate) struct LocalModel {
     /// The child.
     pub child: LocalChild,
     /// The loopback endpoint of the child, with its bearer.
@@ -156,12 +153,12 @@ pub struct LocalModel {
 
 /// The running children of one profile.
 #[derive(Debug, Default)]
-pub struct LocalRuntime {
+pub(crate) struct LocalRuntime {
     models: HashMap<String, LocalModel>,
 }
 
 /// The arguments of one child (everything after the binary).
-pub fn child_args(model: &PreparedModel, port: u16, key_file: &Path) -> Vec<String> {
+pub(crate) fn child_args(model: &PreparedModel, port: u16, key_file: &Path) -> Vec<String> {
     let l = &model.launch;
     let mut args: Vec<String> = vec![
         "--host".into(),
@@ -231,7 +228,7 @@ fn run_dir(cache: &Path) -> Result<PathBuf, LocalError> {
 impl LocalRuntime {
     /// Starts every prepared model's child (in order), waits for readiness and resolves
     /// chat dialects. On any failure the children already started are killed.
-    pub async fn start(prepared: &Prepared) -> Result<Self, LocalError> {
+    pub(crate) async fn start(prepared: &Prepared) -> Result<Self, LocalError> {
         let run = run_dir(&prepared.cache_dir)?;
         let mut runtime = Self::default();
         for model in &prepared.models {
@@ -239,7 +236,6 @@ impl LocalRuntime {
             let key_file = run.join(format!("{}-{port}.key", child::sanitize(&model.name)));
             let spec = ChildSpec {
                 model: model.name.clone(),
-                kind: model.kind,
                 binary: prepared.binary.clone(),
                 port,
                 args: child_args(model, port, &key_file),
@@ -256,12 +252,18 @@ impl LocalRuntime {
                 });
                 let template = props
                     .get("chat_template")
-                    .and_then(serde_json::Value::as_str);
-                let resolved = dialect::resolve(template, &model.gguf).map_err(|source| {
-                    LocalError::Dialect {
-                        model: model.name.clone(),
-                        source,
-                    }
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned);
+                // The sidecar `.md` is read off the async workers.
+                let gguf = model.gguf.clone();
+                let resolved = tokio::task::spawn_blocking(move || {
+                    dialect::resolve(template.as_deref(), &gguf)
+                })
+                .await
+                .map_err(|err| LocalError::Setup(format!("dialect task failed: {err}")))?
+                .map_err(|source| LocalError::Dialect {
+                    model: model.name.clone(),
+                    source,
                 })?;
                 tracing::info!(model = %model.name, dialect = ?resolved, "resolved tool-calling dialect");
                 resolved
@@ -308,24 +310,24 @@ impl LocalRuntime {
     }
 
     /// A started model by name.
-    pub fn model(&self, name: &str) -> Option<&LocalModel> {
+    pub(crate) fn model(&self, name: &str) -> Option<&LocalModel> {
         self.models.get(name)
     }
 
     /// Every started model, by name.
-    pub fn models(&self) -> impl Iterator<Item = (&str, &LocalModel)> {
+    pub(crate) fn models(&self) -> impl Iterator<Item = (&str, &LocalModel)> {
         self.models.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Stops every child for a profile switch (they are not respawned after this).
-    pub fn retire_all(&self) {
+    pub(crate) fn retire_all(&self) {
         for model in self.models.values() {
             model.child.retire();
         }
     }
 
     /// Restarts every retired child on its port and bearer (a failed profile switch).
-    pub async fn restart_all(&self) -> Result<(), LocalError> {
+    pub(crate) async fn restart_all(&self) -> Result<(), LocalError> {
         for model in self.models.values() {
             model.child.restart().await?;
         }

@@ -22,15 +22,15 @@ use sha2::{Digest, Sha256};
 use crate::config::{LocalLaunch, LocalSettings};
 
 /// Connect deadline of a download.
-pub const DOWNLOAD_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DOWNLOAD_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest silence between two chunks of a download.
-pub const DOWNLOAD_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DOWNLOAD_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a non-interactive download logs a progress line (also every 10%).
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Why provisioning failed; every variant names the file, URL or model concerned.
 #[derive(Debug, thiserror::Error)]
-pub enum ProvisionError {
+pub(crate) enum ProvisionError {
     /// A file could not be read, written or renamed.
     #[error("{path}: {source}")]
     Io {
@@ -78,7 +78,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ProvisionError + '_ {
 }
 
 /// `[local] cache_dir` with `~/` expanded; `~/.promptforge` when unset.
-pub fn cache_dir(settings: &LocalSettings) -> PathBuf {
+pub(crate) fn cache_dir(settings: &LocalSettings) -> PathBuf {
     let home = || {
         std::env::var_os("HOME")
             .map(PathBuf::from)
@@ -95,7 +95,7 @@ pub fn cache_dir(settings: &LocalSettings) -> PathBuf {
 }
 
 /// Finds or provisions the `llama-server` binary (see the module docs for the order).
-pub async fn llama_server(settings: &LocalSettings) -> Result<PathBuf, ProvisionError> {
+pub(crate) async fn llama_server(settings: &LocalSettings) -> Result<PathBuf, ProvisionError> {
     if let Some(explicit) = &settings.llama_server {
         let path = PathBuf::from(explicit);
         return if path.is_file() {
@@ -200,7 +200,7 @@ fn set_executable(_path: &Path) -> Result<(), ProvisionError> {
 }
 
 /// Resolves a model's GGUF to a verified local file, downloading it when `source` is a URL.
-pub async fn model_file(
+pub(crate) async fn model_file(
     settings: &LocalSettings,
     name: &str,
     launch: &LocalLaunch,
@@ -275,7 +275,7 @@ fn check_http_source(source: &str, name: &str) -> Result<(), ProvisionError> {
 }
 
 /// The last path segment of a URL, without query or fragment.
-pub fn url_file_name(url: &str) -> Option<&str> {
+pub(crate) fn url_file_name(url: &str) -> Option<&str> {
     let path = url.split(['?', '#']).next()?;
     let (_, rest) = path.split_once("://")?;
     let (_, path) = rest.split_once('/')?;
@@ -285,7 +285,7 @@ pub fn url_file_name(url: &str) -> Option<&str> {
 }
 
 /// SHA-256 of a file as lowercase hex (off the async workers).
-pub async fn file_sha256(path: &Path) -> Result<String, ProvisionError> {
+pub(crate) async fn file_sha256(path: &Path) -> Result<String, ProvisionError> {
     let owned = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let mut file = std::fs::File::open(&owned).map_err(io(&owned))?;
@@ -311,7 +311,7 @@ fn hex(bytes: &[u8]) -> String {
 /// Downloads `url` into `dest`: streamed into `dest.part`, hashed, verified against
 /// `sha256` when set, then renamed. On any failure the part file is deleted, so nothing
 /// that looks complete is left behind.
-pub async fn fetch(
+pub(crate) async fn fetch(
     url: &str,
     dest: &Path,
     sha256: Option<&str>,

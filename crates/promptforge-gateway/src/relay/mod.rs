@@ -1,7 +1,7 @@
 //! Talking to upstreams: sending requests, mapping failures, relaying SSE streams.
 
-pub mod sse;
+pub(crate) mod sse;
 mod upstream;
 
 pub(crate) use upstream::{Capped, read_capped, timeout_error, transport_error};
-pub use upstream::{UpstreamCall, read_json_object, send};
+pub(crate) use upstream::{UpstreamCall, read_json_object, send};

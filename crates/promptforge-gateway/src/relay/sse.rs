@@ -25,11 +25,11 @@ use crate::shutdown::Shutdown;
 const DONE: &str = "[DONE]";
 
 /// The default cap of one SSE line and of one event's joined data.
-pub const DEFAULT_MAX_EVENT_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_EVENT_BYTES: usize = 1024 * 1024;
 
 /// A stream the decoder refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SseError {
+pub(crate) enum SseError {
     /// A line grew past the cap without a newline.
     #[error("an SSE line is longer than {0} bytes")]
     LineTooLong(usize),
@@ -44,7 +44,7 @@ pub enum SseError {
 /// is an [`SseError`]. Each byte is scanned for a newline once, however the input is
 /// split into reads.
 #[derive(Debug)]
-pub struct SseDecoder {
+pub(crate) struct SseDecoder {
     buffer: Vec<u8>,
     /// How much of `buffer` is known to hold no newline.
     scanned: usize,
@@ -60,7 +60,7 @@ impl Default for SseDecoder {
 
 impl SseDecoder {
     /// A decoder capping lines and events at `max` bytes.
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             buffer: Vec::new(),
             scanned: 0,
@@ -70,7 +70,7 @@ impl SseDecoder {
     }
 
     /// Feeds bytes; returns the data of every event completed by them.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, SseError> {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, SseError> {
         self.buffer.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut start = 0;
@@ -98,7 +98,7 @@ impl SseDecoder {
     }
 
     /// Ends the input: an event missing its final blank line still counts.
-    pub fn finish(&mut self) -> Result<Vec<String>, SseError> {
+    pub(crate) fn finish(&mut self) -> Result<Vec<String>, SseError> {
         let mut events = Vec::new();
         if !self.buffer.is_empty() {
             let rest = std::mem::take(&mut self.buffer);
@@ -141,7 +141,7 @@ impl SseDecoder {
 
 /// One streamed chat completion chunk, with unknown fields kept verbatim.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ChatChunk {
+pub(crate) struct ChatChunk {
     /// The model name (rewritten to the caller's).
     #[serde(default)]
     pub model: Value,
@@ -154,7 +154,7 @@ pub struct ChatChunk {
 
 /// One choice of a chunk.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ChunkChoice {
+pub(crate) struct ChunkChoice {
     /// Choice index.
     pub index: u64,
     /// The delta object.
@@ -166,7 +166,7 @@ pub struct ChunkChoice {
 
 /// What one upstream event becomes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Relayed {
+pub(crate) enum Relayed {
     /// A rewritten chunk to forward.
     Chunk(String),
     /// The `[DONE]` sentinel.
@@ -176,7 +176,7 @@ pub enum Relayed {
 }
 
 /// Validates and rewrites one event payload.
-pub fn relay_event(data: &str, caller_model: &str) -> Relayed {
+pub(crate) fn relay_event(data: &str, caller_model: &str) -> Relayed {
     if data.trim() == DONE {
         return Relayed::Done;
     }
@@ -207,7 +207,7 @@ type UpstreamBytes = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + 
 
 /// The bounds and names of one relayed stream.
 #[derive(Debug, Clone)]
-pub struct StreamSettings {
+pub(crate) struct StreamSettings {
     /// The endpoint's id (for messages).
     pub endpoint: String,
     /// The caller's model name, written into every chunk.
@@ -278,7 +278,7 @@ enum Next {
 /// the returned stream. The stream ends with one error event when the upstream is silent
 /// for `idle_timeout`, sends a line or event over `max_event_bytes`, fails, ends without
 /// `[DONE]`, or when `shutdown` fires.
-pub fn relay_stream<G: Send + 'static>(
+pub(crate) fn relay_stream<G: Send + 'static>(
     response: reqwest::Response,
     settings: StreamSettings,
     shutdown: Shutdown,

@@ -3,12 +3,12 @@
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 use crate::state::Upstream;
 
 /// One outgoing request.
 #[derive(Debug, Clone, Copy)]
-pub struct UpstreamCall<'a> {
+pub(crate) struct UpstreamCall<'a> {
     /// The endpoint.
     pub upstream: &'a Upstream,
     /// Path below the base URL, e.g. `/chat/completions`.
@@ -22,7 +22,7 @@ pub struct UpstreamCall<'a> {
 }
 
 /// Sends `call` and returns the response when its status is a success.
-pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
+pub(crate) async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
     let client = if call.streaming {
         &call.upstream.streaming
     } else {
@@ -107,17 +107,12 @@ pub(crate) async fn read_capped(
 
 /// 504 `upstream_timeout`.
 pub(crate) fn timeout_error(message: String) -> ApiError {
-    ApiError::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        ErrorType::Upstream,
-        "upstream_timeout",
-        message,
-    )
+    ApiError::new(ErrorCode::UpstreamTimeout, message)
 }
 
 /// Reads a whole response body as a JSON object, at most the endpoint's
 /// `max_response_bytes` (past it: 502 `upstream_protocol`, the rest unread).
-pub async fn read_json_object(
+pub(crate) async fn read_json_object(
     upstream: &Upstream,
     response: reqwest::Response,
 ) -> Result<Map<String, Value>, ApiError> {
@@ -186,27 +181,12 @@ fn status_error(
         .unwrap_or_default();
     let message = format!("endpoint {endpoint} answered {status}{detail}");
     match status.as_u16() {
-        404 | 405 | 501 if capability_route => ApiError::bad_request(
-            "model_unavailable",
+        404 | 405 | 501 if capability_route => ApiError::new(
+            ErrorCode::ModelUnavailable,
             format!("endpoint {endpoint} cannot serve this kind of request ({status})"),
         ),
-        400 | 413 | 422 => ApiError::new(
-            status,
-            ErrorType::InvalidRequest,
-            "upstream_rejected",
-            message,
-        ),
-        429 => ApiError::new(
-            status,
-            ErrorType::RateLimit,
-            "upstream_rate_limited",
-            message,
-        ),
-        _ => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            ErrorType::Upstream,
-            "upstream_status",
-            message,
-        ),
+        400 | 413 | 422 => ApiError::new(ErrorCode::UpstreamRejected, message),
+        429 => ApiError::new(ErrorCode::UpstreamRateLimited, message),
+        _ => ApiError::new(ErrorCode::UpstreamStatus, message),
     }
 }

@@ -2,12 +2,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{RawBody, parse_body};
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 use crate::state::{AppState, Runtime, SwitchError};
 
 fn describe(runtime: &Runtime) -> Value {
@@ -81,24 +80,18 @@ pub(super) async fn switch_profile(
     let request: SwitchRequest = parse_body(body)?;
     match state.switch_profile(&request.name).await {
         Ok(runtime) => Ok(Json(describe(&runtime))),
-        Err(SwitchError::InvalidName(err)) => Err(ApiError::bad_request(
-            "invalid_profile_name",
+        Err(SwitchError::InvalidName(err)) => Err(ApiError::new(
+            ErrorCode::InvalidProfileName,
             err.to_string(),
         )),
-        Err(SwitchError::Unknown(err)) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorType::InvalidRequest,
-            "profile_not_found",
-            err.to_string(),
-        )),
-        Err(SwitchError::Invalid(err)) => {
-            Err(ApiError::bad_request("profile_invalid", err.to_string()))
+        Err(SwitchError::Unknown(err)) => {
+            Err(ApiError::new(ErrorCode::ProfileNotFound, err.to_string()))
         }
-        Err(SwitchError::Local(err)) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorType::Server,
-            "local_start_failed",
-            err.to_string(),
-        )),
+        Err(SwitchError::Invalid(err)) => {
+            Err(ApiError::new(ErrorCode::ProfileInvalid, err.to_string()))
+        }
+        Err(SwitchError::Local(err)) => {
+            Err(ApiError::new(ErrorCode::LocalStartFailed, err.to_string()))
+        }
     }
 }

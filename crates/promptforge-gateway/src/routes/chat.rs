@@ -44,47 +44,37 @@ fn validate(request: &ChatRequest) -> Result<&str, ApiError> {
         .model
         .as_str()
         .filter(|m| !m.is_empty())
-        .ok_or_else(|| {
-            ApiError::bad_request("invalid_request", "model must be a non-empty string")
-        })?;
+        .ok_or_else(|| ApiError::invalid_request("model must be a non-empty string"))?;
     let messages = request
         .messages
         .as_array()
         .filter(|m| !m.is_empty())
-        .ok_or_else(|| {
-            ApiError::bad_request("invalid_request", "messages must be a non-empty array")
-        })?;
+        .ok_or_else(|| ApiError::invalid_request("messages must be a non-empty array"))?;
     for (i, message) in messages.iter().enumerate() {
         let Some(obj) = message.as_object() else {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!("messages[{i}] must be an object"),
-            ));
+            return Err(ApiError::invalid_request(format!(
+                "messages[{i}] must be an object"
+            )));
         };
         match obj.get("role").and_then(Value::as_str) {
             Some(role) if ROLES.contains(&role) => {}
             Some(role) => {
-                return Err(ApiError::bad_request(
-                    "invalid_request",
-                    format!(
-                        "messages[{i}].role `{role}` is not one of {}",
-                        ROLES.join(", ")
-                    ),
-                ));
+                return Err(ApiError::invalid_request(format!(
+                    "messages[{i}].role `{role}` is not one of {}",
+                    ROLES.join(", ")
+                )));
             }
             None => {
-                return Err(ApiError::bad_request(
-                    "invalid_request",
-                    format!("messages[{i}].role is missing"),
-                ));
+                return Err(ApiError::invalid_request(format!(
+                    "messages[{i}].role is missing"
+                )));
             }
         }
         let present = |key: &str| obj.get(key).is_some_and(|v| !v.is_null());
         if !(present("content") || present("tool_calls") || present("function_call")) {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!("messages[{i}] needs content or a tool/function call"),
-            ));
+            return Err(ApiError::invalid_request(format!(
+                "messages[{i}] needs content or a tool/function call"
+            )));
         }
     }
     Ok(model)

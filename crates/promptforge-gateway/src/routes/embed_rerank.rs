@@ -25,8 +25,7 @@ pub(super) async fn embeddings(
         _ => false,
     };
     if !input_ok {
-        return Err(ApiError::bad_request(
-            "invalid_request",
+        return Err(ApiError::invalid_request(
             "input must be a string or a non-empty array of strings",
         ));
     }
@@ -34,8 +33,7 @@ pub(super) async fn embeddings(
         None | Some(Value::Null) => {}
         Some(Value::String(f)) if f == "float" || f == "base64" => {}
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_request",
+            return Err(ApiError::invalid_request(
                 "encoding_format must be float or base64",
             ));
         }
@@ -63,8 +61,7 @@ pub(super) async fn rerank(
         .and_then(Value::as_str)
         .is_none_or(str::is_empty)
     {
-        return Err(ApiError::bad_request(
-            "invalid_request",
+        return Err(ApiError::invalid_request(
             "query must be a non-empty string",
         ));
     }
@@ -73,8 +70,7 @@ pub(super) async fn rerank(
         .and_then(Value::as_array)
         .is_none_or(|d| d.is_empty())
     {
-        return Err(ApiError::bad_request(
-            "invalid_request",
+        return Err(ApiError::invalid_request(
             "documents must be a non-empty array",
         ));
     }
@@ -82,8 +78,7 @@ pub(super) async fn rerank(
         None | Some(Value::Null) => {}
         Some(n) if n.as_u64().is_some_and(|n| n >= 1) => {}
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_request",
+            return Err(ApiError::invalid_request(
                 "top_n must be a positive integer",
             ));
         }

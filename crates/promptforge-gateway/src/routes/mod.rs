@@ -4,6 +4,8 @@ mod admin;
 mod catalog;
 mod chat;
 mod embed_rerank;
+#[cfg(test)]
+mod tests;
 mod web_search;
 
 use axum::Router;
@@ -17,18 +19,19 @@ use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::admission::{self, Admission, Permit};
+use crate::admission::{self, Admission, AdmissionError, Permit};
 use crate::config::{ModelConfig, ModelKind};
-use crate::error::{ApiError, ErrorType};
+use crate::error::{ApiError, ErrorCode};
 use crate::relay::{self, UpstreamCall};
-use crate::state::{AppState, Route, Runtime};
+use crate::secret::SecretMatch;
+use crate::state::{AppState, Route, RouteError, Runtime};
 
 /// Largest request body accepted (images travel inline as base64).
-pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// Builds the router. Auth is layered over everything; only `GET /health` is exempt, by
 /// being registered outside the auth layer.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(catalog::list_models))
@@ -63,9 +66,7 @@ async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
         .and_then(|v| v.trim().parse::<u64>().ok());
     match declared {
         Some(length) if length > MAX_BODY_BYTES as u64 => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorType::InvalidRequest,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!(
                 "the request body declares {length} bytes; the limit is {MAX_BODY_BYTES} bytes"
             ),
@@ -91,19 +92,12 @@ async fn health() -> impl IntoResponse {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        ErrorType::InvalidRequest,
-        "not_found",
-        "no such route",
-    )
+    ApiError::new(ErrorCode::NotFound, "no such route")
 }
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        ErrorType::InvalidRequest,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
 }
@@ -134,20 +128,14 @@ type RawBody = Result<Bytes, BytesRejection>;
 fn parse_body<T: DeserializeOwned>(body: RawBody) -> Result<T, ApiError> {
     let body = body.map_err(|rejection| {
         let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            "payload_too_large"
+            ErrorCode::PayloadTooLarge
         } else {
-            "invalid_request"
+            ErrorCode::InvalidRequest
         };
-        ApiError::new(
-            rejection.status(),
-            ErrorType::InvalidRequest,
-            code,
-            rejection.body_text(),
-        )
+        ApiError::new(code, rejection.body_text())
     })?;
-    serde_json::from_slice(&body).map_err(|err| {
-        ApiError::bad_request("invalid_request", format!("invalid JSON body: {err}"))
-    })
+    serde_json::from_slice(&body)
+        .map_err(|err| ApiError::invalid_request(format!("invalid JSON body: {err}")))
 }
 
 /// Exact model lookup plus the kind check of the route.
@@ -157,8 +145,7 @@ fn lookup<'a>(
     want: ModelKind,
 ) -> Result<&'a ModelConfig, ApiError> {
     if name.is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid_request",
+        return Err(ApiError::invalid_request(
             "model must be a non-empty string",
         ));
     }
@@ -172,8 +159,8 @@ fn lookup<'a>(
             ModelKind::Embedding => "/v1/embeddings",
             ModelKind::Classifier => "/v1/rerank",
         };
-        return Err(ApiError::bad_request(
-            "kind_mismatch",
+        return Err(ApiError::new(
+            ErrorCode::KindMismatch,
             format!(
                 "model {name} is a {} model; {route} serves {} models",
                 model.kind.as_str(),
@@ -182,6 +169,18 @@ fn lookup<'a>(
         ));
     }
     Ok(model)
+}
+
+impl From<AdmissionError> for ApiError {
+    fn from(error: AdmissionError) -> Self {
+        ApiError::new(error.error_code(), error.to_string())
+    }
+}
+
+impl From<RouteError> for ApiError {
+    fn from(error: RouteError) -> Self {
+        ApiError::new(error.error_code(), error.to_string())
+    }
 }
 
 /// The header naming the caller for fair scheduling.
@@ -196,7 +195,7 @@ async fn admit(
         return Ok(None);
     };
     let label = admission::client_label(headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()));
-    admission.acquire(&label).await.map(Some)
+    Ok(Some(admission.acquire(&label).await?))
 }
 
 /// Sends `call` along `route`. For a local model, a transport failure against a dead
@@ -210,13 +209,15 @@ async fn send_routed(
     };
     let seen = child.respawn_count();
     match relay::send(call).await {
-        Err(err) if err.code() == "upstream_transport" => match child.respawn_if_dead(seen).await {
-            Ok(true) => relay::send(call).await,
-            Ok(false) => Err(err),
-            Err(respawn) => Err(ApiError::upstream_transport(format!(
-                "{err}; respawning the child failed: {respawn}"
-            ))),
-        },
+        Err(err) if err.error_code() == ErrorCode::UpstreamTransport => {
+            match child.respawn_if_dead(seen).await {
+                Ok(true) => relay::send(call).await,
+                Ok(false) => Err(err),
+                Err(respawn) => Err(ApiError::upstream_transport(format!(
+                    "{err}; respawning the child failed: {respawn}"
+                ))),
+            }
+        }
         other => other,
     }
 }

@@ -2,12 +2,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use serde_json::{Value, json};
+use promptforge_wire::WebSearchResponse;
 
 use super::{RawBody, parse_body};
-use crate::error::{ApiError, ErrorType};
-use crate::search::request::SearchRequest;
+use crate::error::{ApiError, ErrorCode};
+use crate::search::request::{self, SearchRequest};
 use crate::search::{brave, pipeline};
 use crate::state::AppState;
 
@@ -15,22 +14,23 @@ use crate::state::AppState;
 pub(super) async fn web_search(
     State(state): State<AppState>,
     body: RawBody,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WebSearchResponse>, ApiError> {
     let runtime = state.runtime();
     let (Some(config), Some(client)) =
         (runtime.config.web_search.as_ref(), runtime.search_client())
     else {
         return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorType::InvalidRequest,
-            "not_found",
+            ErrorCode::NotFound,
             "web search is not configured ([tools.web_search] is absent)",
         ));
     };
     let request: SearchRequest = parse_body(body)?;
-    let search = request.validate(config)?;
+    let search = request::validate(request, config)?;
     let raw = brave::search(client, config, &search).await?;
     let max_per_host = usize::try_from(config.max_per_host).unwrap_or(usize::MAX);
     let results = pipeline::process(raw, &search, max_per_host, config.strip_tracking);
-    Ok(Json(json!({"query": search.query, "results": results})))
+    Ok(Json(WebSearchResponse {
+        query: search.query,
+        results,
+    }))
 }

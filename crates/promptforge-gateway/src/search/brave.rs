@@ -5,10 +5,10 @@ use serde::Deserialize;
 use super::pipeline::RawHit;
 use super::request::Search;
 use crate::config::WebSearchConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Largest search-provider body read (Brave answers are tens of KiB).
-pub const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Deserialize)]
 struct BraveResponse {
@@ -38,7 +38,7 @@ struct BraveResult {
 
 /// Queries Brave for up to `max_count` results (over-fetching so the filters still leave
 /// `count`), returning them trimmed to the fields the pipeline keeps.
-pub async fn search(
+pub(crate) async fn search(
     client: &reqwest::Client,
     config: &WebSearchConfig,
     search: &Search,
@@ -48,10 +48,10 @@ pub async fn search(
         ("count", config.max_count.to_string()),
     ];
     if let Some(f) = &search.freshness {
-        params.push(("freshness", f.clone()));
+        params.push(("freshness", f.as_str().to_owned()));
     }
     if let Some(s) = &search.safe_search {
-        params.push(("safesearch", s.clone()));
+        params.push(("safesearch", s.as_str().to_owned()));
     }
     if let Some(c) = &search.country {
         params.push(("country", c.clone()));
@@ -72,15 +72,11 @@ pub async fn search(
     if !status.is_success() {
         return Err(match status.as_u16() {
             429 => ApiError::new(
-                status,
-                crate::error::ErrorType::RateLimit,
-                "upstream_rate_limited",
+                ErrorCode::UpstreamRateLimited,
                 "the search provider is rate limiting; retry later",
             ),
             _ => ApiError::new(
-                axum::http::StatusCode::BAD_GATEWAY,
-                crate::error::ErrorType::Upstream,
-                "upstream_status",
+                ErrorCode::UpstreamStatus,
                 format!("the search provider answered {status}"),
             ),
         });

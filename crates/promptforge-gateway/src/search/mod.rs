@@ -2,6 +2,6 @@
 //! pipeline. The Brave key is a [`crate::Secret`] sent only as the
 //! `X-Subscription-Token` header; it never reaches a response or a log line.
 
-pub mod brave;
-pub mod pipeline;
-pub mod request;
+pub(crate) mod brave;
+pub(crate) mod pipeline;
+pub(crate) mod request;

@@ -4,16 +4,14 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use super::request::Search;
 
 /// URLs longer than this are dropped.
-pub const MAX_URL_LEN: usize = 2048;
+pub(crate) const MAX_URL_LEN: usize = 2048;
 
 /// One result as the provider gave it (already trimmed to the fields we keep).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RawHit {
+pub(crate) struct RawHit {
     /// Title (may hold HTML).
     pub title: String,
     /// Result URL.
@@ -27,26 +25,10 @@ pub struct RawHit {
 }
 
 /// One result as returned to the caller.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Hit {
-    /// Plain-text title.
-    pub title: String,
-    /// The URL, tracking parameters removed.
-    pub url: String,
-    /// Plain-text description.
-    pub description: String,
-    /// Age, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub age: Option<String>,
-    /// The host the result lives on, without `www.`.
-    pub site_name: String,
-    /// Extra snippets, when any.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub extra_snippets: Vec<String>,
-}
+pub(crate) use promptforge_wire::WebSearchHit as Hit;
 
 /// Runs the whole pipeline.
-pub fn process(
+pub(crate) fn process(
     hits: Vec<RawHit>,
     search: &Search,
     max_per_host: usize,
@@ -114,7 +96,7 @@ pub fn process(
 }
 
 /// A host matches a domain when it equals it or ends with `.<domain>`.
-pub fn host_matches(host: &str, domain: &str) -> bool {
+pub(crate) fn host_matches(host: &str, domain: &str) -> bool {
     host == domain
         || host
             .strip_suffix(domain)
@@ -157,7 +139,7 @@ fn strip_tracking_params(url: &mut reqwest::Url) {
 }
 
 /// Removes tags, decodes entities, drops control characters, collapses whitespace.
-pub fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
     let mut without_tags = String::with_capacity(text.len());
     let mut in_tag = false;
     for c in text.chars() {

@@ -1,51 +1,22 @@
 //! `POST /v1/tools/web_search` request fields and their validation.
 
-use serde::Deserialize;
+use promptforge_wire::{Freshness, SafeSearch, UnknownValue};
+pub(crate) use promptforge_wire::{MAX_COUNT, MAX_DOMAINS, WebSearchRequest as SearchRequest};
 
 use crate::config::WebSearchConfig;
 use crate::error::ApiError;
 
-/// Most domains accepted in each of `domains_include` / `domains_exclude`.
-pub const MAX_DOMAINS: usize = 20;
-/// Largest `count`.
-pub const MAX_COUNT: u32 = 20;
-
-/// The request body as sent.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchRequest {
-    /// The query (required, non-empty).
-    #[serde(default)]
-    pub query: String,
-    /// Results wanted, 1-20 (default `default_count`, capped at `max_count`).
-    pub count: Option<i64>,
-    /// `pd`, `pw`, `pm` or `py`.
-    pub freshness: Option<String>,
-    /// `off`, `moderate` or `strict`.
-    pub safe_search: Option<String>,
-    /// Keep only results on these hosts (bare hostnames; subdomains match).
-    #[serde(default)]
-    pub domains_include: Vec<String>,
-    /// Drop results on these hosts.
-    #[serde(default)]
-    pub domains_exclude: Vec<String>,
-    /// Two-letter country code (or `ALL`).
-    pub country: Option<String>,
-    /// Language code such as `en` or `pt-br`.
-    pub language: Option<String>,
-}
-
 /// A validated search, defaults applied.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Search {
+pub(crate) struct Search {
     /// The trimmed query.
     pub query: String,
     /// Results to return.
     pub count: usize,
     /// Freshness filter.
-    pub freshness: Option<String>,
+    pub freshness: Option<Freshness>,
     /// Safe-search level.
-    pub safe_search: Option<String>,
+    pub safe_search: Option<SafeSearch>,
     /// Lowercased include list.
     pub domains_include: Vec<String>,
     /// Lowercased exclude list.
@@ -57,11 +28,11 @@ pub struct Search {
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_request", message)
+    ApiError::invalid_request(message)
 }
 
 /// Whether `domain` is a bare hostname: labels of `a-z 0-9 -`, no scheme, path or port.
-pub fn is_bare_hostname(domain: &str) -> bool {
+pub(crate) fn is_bare_hostname(domain: &str) -> bool {
     domain.len() <= 253
         && domain.contains('.')
         && domain.split('.').all(|label| {
@@ -93,72 +64,63 @@ fn domains(field: &str, list: &[String]) -> Result<Vec<String>, ApiError> {
         .collect()
 }
 
-impl SearchRequest {
-    /// Validates and applies the configured defaults.
-    pub fn validate(self, config: &WebSearchConfig) -> Result<Search, ApiError> {
-        let query = self.query.trim().to_owned();
-        if query.is_empty() {
-            return Err(bad("query must be a non-empty string"));
-        }
-        let count = match self.count {
-            None => config.default_count,
-            Some(n) if (1..=i64::from(MAX_COUNT)).contains(&n) => {
-                u32::try_from(n).unwrap_or(MAX_COUNT)
-            }
-            Some(n) => {
-                return Err(bad(format!(
-                    "count must be between 1 and {MAX_COUNT} (got {n})"
-                )));
-            }
-        }
-        .min(config.max_count);
-        let freshness = match self.freshness.or_else(|| config.default_freshness.clone()) {
-            Some(f) if ["pd", "pw", "pm", "py"].contains(&f.as_str()) => Some(f),
-            Some(f) => return Err(bad(format!("freshness `{f}` is not pd, pw, pm or py"))),
-            None => None,
-        };
-        let safe_search = match self
-            .safe_search
-            .or_else(|| config.default_safesearch.clone())
-        {
-            Some(s) if ["off", "moderate", "strict"].contains(&s.as_str()) => Some(s),
-            Some(s) => {
-                return Err(bad(format!(
-                    "safe_search `{s}` is not off, moderate or strict"
-                )));
-            }
-            None => None,
-        };
-        let country = match self.country {
-            Some(c)
-                if (c.len() == 2 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
-                    || c.eq_ignore_ascii_case("all") =>
-            {
-                Some(c.to_ascii_uppercase())
-            }
-            Some(c) => return Err(bad(format!("country `{c}` is not a two-letter code"))),
-            None => None,
-        };
-        let language = match self.language {
-            Some(l) if valid_language(&l) => Some(l.to_ascii_lowercase()),
-            Some(l) => {
-                return Err(bad(format!(
-                    "language `{l}` is not a language code like en or pt-br"
-                )));
-            }
-            None => None,
-        };
-        Ok(Search {
-            query,
-            count: usize::try_from(count).unwrap_or(1),
-            freshness,
-            safe_search,
-            domains_include: domains("domains_include", &self.domains_include)?,
-            domains_exclude: domains("domains_exclude", &self.domains_exclude)?,
-            country,
-            language,
-        })
+/// Validates a request and applies the configured defaults.
+pub(crate) fn validate(
+    request: SearchRequest,
+    config: &WebSearchConfig,
+) -> Result<Search, ApiError> {
+    let query = request.query.trim().to_owned();
+    if query.is_empty() {
+        return Err(bad("query must be a non-empty string"));
     }
+    let count = match request.count {
+        None => config.default_count,
+        Some(n) if (1..=i64::from(MAX_COUNT)).contains(&n) => u32::try_from(n).unwrap_or(MAX_COUNT),
+        Some(n) => {
+            return Err(bad(format!(
+                "count must be between 1 and {MAX_COUNT} (got {n})"
+            )));
+        }
+    }
+    .min(config.max_count);
+    let unknown = |e: UnknownValue| bad(e.to_string());
+    let freshness = match request.freshness {
+        Some(f) => Some(f.parse().map_err(unknown)?),
+        None => config.default_freshness,
+    };
+    let safe_search = match request.safe_search {
+        Some(s) => Some(s.parse().map_err(unknown)?),
+        None => config.default_safesearch,
+    };
+    let country = match request.country {
+        Some(c)
+            if (c.len() == 2 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
+                || c.eq_ignore_ascii_case("all") =>
+        {
+            Some(c.to_ascii_uppercase())
+        }
+        Some(c) => return Err(bad(format!("country `{c}` is not a two-letter code"))),
+        None => None,
+    };
+    let language = match request.language {
+        Some(l) if valid_language(&l) => Some(l.to_ascii_lowercase()),
+        Some(l) => {
+            return Err(bad(format!(
+                "language `{l}` is not a language code like en or pt-br"
+            )));
+        }
+        None => None,
+    };
+    Ok(Search {
+        query,
+        count: usize::try_from(count).unwrap_or(1),
+        freshness,
+        safe_search,
+        domains_include: domains("domains_include", &request.domains_include)?,
+        domains_exclude: domains("domains_exclude", &request.domains_exclude)?,
+        country,
+        language,
+    })
 }
 
 fn valid_language(code: &str) -> bool {
