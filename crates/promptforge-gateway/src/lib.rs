@@ -16,7 +16,7 @@
 //! typed SSE relay), [`dialect`] (emulated tool calling), [`admission`] (dominion queues
 //! with fair scheduling), [`search`] (the Brave web-search proxy), [`error`] (the OpenAI
 //! error envelope), [`conn`] (the accept loop and per-connection bounds), [`shutdown`]
-//! (the end of the drain), [`local`] (llama-server children for GGUF models), [`cli`] and [`serve`] (the binary's entry points).
+//! (the end of the drain), [`metrics`] (`GET /metrics` and the overhead headers), [`local`] (llama-server children for GGUF models), [`cli`] and [`serve`] (the binary's entry points).
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +28,7 @@ pub mod dialect;
 pub mod error;
 pub mod local;
 pub mod logging;
+pub mod metrics;
 pub mod relay;
 pub mod routes;
 pub mod search;

@@ -35,6 +35,8 @@ pub struct Upstream {
     pub max_response_bytes: usize,
     /// Longest SSE line or event.
     pub max_stream_event_bytes: usize,
+    /// How long failover skips the endpoint after it failed.
+    pub failover_cooldown: std::time::Duration,
 }
 
 impl Upstream {
@@ -56,6 +58,7 @@ impl Upstream {
             stream_idle_timeout: endpoint.stream_idle_timeout,
             max_response_bytes: endpoint.max_response_bytes,
             max_stream_event_bytes: endpoint.max_stream_event_bytes,
+            failover_cooldown: endpoint.failover_cooldown,
         })
     }
 
@@ -205,6 +208,44 @@ impl Runtime {
             .collect()
     }
 
+    /// Resolves a model to every endpoint that serves it, in the configured order (the
+    /// failover order); a local model has exactly one.
+    pub fn routes<'a>(&'a self, model: &'a ModelConfig) -> Result<Vec<Route<'a>>, ApiError> {
+        let ModelBackend::Remote {
+            upstream,
+            endpoints,
+        } = &model.backend
+        else {
+            return self.route(model).map(|route| vec![route]);
+        };
+        let routes: Vec<Route<'a>> = endpoints
+            .iter()
+            .filter_map(|id| {
+                let upstream_client = self.upstreams.get(id)?;
+                let admission = self
+                    .config
+                    .endpoint(id)
+                    .and_then(|e| e.dominion.as_ref())
+                    .and_then(|d| self.admissions.get(d));
+                Some(Route {
+                    upstream: upstream_client,
+                    model: upstream,
+                    admission,
+                    child: None,
+                })
+            })
+            .collect();
+        if routes.is_empty() {
+            return Err(ApiError::upstream_transport("model has no usable endpoint"));
+        }
+        Ok(routes)
+    }
+
+    /// Live admission state per limited dominion id (for metrics).
+    pub fn admissions(&self) -> impl Iterator<Item = (&str, &Admission)> {
+        self.admissions.iter().map(|(id, a)| (id.as_str(), a))
+    }
+
     /// Resolves a model to the endpoint that serves it.
     pub fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, ApiError> {
         match &model.backend {
@@ -270,6 +311,8 @@ struct Shared {
     boot: PathBuf,
     server: ServerConfig,
     shutdown: Shutdown,
+    metrics: crate::metrics::Metrics,
+    cooldowns: crate::relay::failover::Cooldowns,
 }
 
 /// Why a profile switch failed.
@@ -344,6 +387,8 @@ pub async fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError
             boot: boot_file.to_path_buf(),
             server,
             shutdown,
+            metrics: crate::metrics::Metrics::new(),
+            cooldowns: crate::relay::failover::Cooldowns::default(),
         }),
     };
     Ok(Booted {
@@ -388,6 +433,16 @@ impl AppState {
     /// Resolves when shutdown's drain has ended.
     pub fn shutdown(&self) -> Shutdown {
         self.inner.shutdown.clone()
+    }
+
+    /// The process's metrics.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    /// The process's failover cooldown table.
+    pub fn cooldowns(&self) -> &crate::relay::failover::Cooldowns {
+        &self.inner.cooldowns
     }
 
     /// The gateway's bearer key.

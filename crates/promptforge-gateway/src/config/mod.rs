@@ -23,6 +23,7 @@ use std::time::Duration;
 pub use env::EnvLayers;
 pub use files::{MAX_CONFIG_FILE_BYTES, MAX_INCLUDE_FILES};
 pub use load::{ProfileSource, available_profiles, load_boot_server, load_profile, profile_source};
+pub(crate) use validate::DEFAULT_FAILOVER_COOLDOWN;
 
 use crate::secret::Secret;
 
@@ -214,6 +215,8 @@ pub struct EndpointConfig {
     pub max_response_bytes: usize,
     /// Longest SSE line, and largest joined `data` of one event (default 1 MiB).
     pub max_stream_event_bytes: usize,
+    /// How long the endpoint is skipped by failover after it failed (default 30 s).
+    pub failover_cooldown: Duration,
 }
 
 /// What a model serves.

@@ -23,6 +23,33 @@ pub struct UpstreamCall<'a> {
 
 /// Sends `call` and returns the response when its status is a success.
 pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
+    send_attempt(call).await.map_err(|failed| failed.error)
+}
+
+/// A failed attempt: the error, and whether failover may move on to the next endpoint
+/// (a transport failure or timeout, a 5xx, or a 429).
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    /// The mapped error.
+    pub(crate) error: ApiError,
+    /// Another endpoint may succeed where this one failed.
+    pub(crate) retryable: bool,
+}
+
+impl AttemptError {
+    /// A transport-level failure (always retryable).
+    pub(crate) fn transport(error: ApiError) -> Self {
+        Self {
+            error,
+            retryable: true,
+        }
+    }
+}
+
+/// [`send`], telling failover whether the failure may be retried elsewhere.
+pub(crate) async fn send_attempt(
+    call: UpstreamCall<'_>,
+) -> Result<reqwest::Response, AttemptError> {
     let client = if call.streaming {
         &call.upstream.streaming
     } else {
@@ -40,17 +67,17 @@ pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError>
         match tokio::time::timeout(limit, sent).await {
             Ok(result) => result,
             Err(_) => {
-                return Err(timeout_error(format!(
+                return Err(AttemptError::transport(timeout_error(format!(
                     "endpoint {} sent no response within {} (stream_first_byte_timeout)",
                     call.upstream.id,
                     humantime::format_duration(limit)
-                )));
+                ))));
             }
         }
     } else {
         sent.await
     }
-    .map_err(|err| transport_error(&call.upstream.id, &err))?;
+    .map_err(|err| AttemptError::transport(transport_error(&call.upstream.id, &err)))?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -60,12 +87,10 @@ pub async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError>
         Ok(Capped::Whole(body) | Capped::Cut(body)) => body,
         Err(_) => Vec::new(),
     };
-    Err(status_error(
-        &call.upstream.id,
-        status,
-        &body,
-        call.capability_route,
-    ))
+    Err(AttemptError {
+        error: status_error(&call.upstream.id, status, &body, call.capability_route),
+        retryable: status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS,
+    })
 }
 
 /// How much of an upstream error body is read.
@@ -134,7 +159,15 @@ pub async fn read_json_object(
             )));
         }
     };
-    match serde_json::from_slice::<Value>(&bytes) {
+    parse_json_object(upstream, &bytes)
+}
+
+/// Parses a whole upstream body as a JSON object (502 `upstream_protocol` otherwise).
+pub(crate) fn parse_json_object(
+    upstream: &Upstream,
+    bytes: &[u8],
+) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered JSON that is not an object",
