@@ -358,3 +358,101 @@ async fn streamed_usage_and_admission_wait_are_counted() {
         1.0
     );
 }
+
+/// Status, `X-PromptForge-Endpoint`, `X-PromptForge-Overhead-Ms`, body, client-side time.
+async fn timed(
+    gw: &Gateway,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, Option<String>, f64, String, f64) {
+    let started = std::time::Instant::now();
+    let request = match body {
+        Some(body) => gw.client.post(format!("{}{path}", gw.url)).json(body),
+        None => gw.client.get(format!("{}{path}", gw.url)),
+    };
+    let response = request.bearer_auth(KEY).send().await.unwrap();
+    let status = response.status().as_u16();
+    let endpoint = response
+        .headers()
+        .get("x-promptforge-endpoint")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let overhead: f64 = response
+        .headers()
+        .get("x-promptforge-overhead-ms")
+        .unwrap_or_else(|| panic!("{path}: no X-PromptForge-Overhead-Ms"))
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let head_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let text = tokio::time::timeout(std::time::Duration::from_secs(30), response.text())
+        .await
+        .unwrap()
+        .unwrap();
+    (status, endpoint, overhead, text, head_ms)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overhead_headers_on_buffered_streaming_and_error_responses() {
+    let upstream = Upstream::start().await;
+    // The upstream takes 300 ms: that wait is not the gateway's overhead.
+    upstream.script(
+        "up-fast",
+        Reply::Delayed(
+            300,
+            Box::new(Reply::Json(200, chat_reply("up-fast", "slow"))),
+        ),
+    );
+    let (gw, _dir) = Gateway::standard(&upstream).await;
+    let fast = json!({"model": "fast-draft", "messages": [{"role": "user", "content": "x"}]});
+    let (status, endpoint, overhead, text, head_ms) =
+        timed(&gw, "/v1/chat/completions", Some(&fast)).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(endpoint.as_deref(), Some("up"));
+    assert!(overhead >= 0.0);
+    // The gateway's time cannot include the 300 ms the upstream took.
+    assert!(
+        overhead <= head_ms - 300.0,
+        "overhead {overhead} ms includes the upstream wait (head after {head_ms} ms)"
+    );
+
+    // A stream: the header is there with the response head.
+    let stream = json!({"model": "reasoning-large", "stream": true, "messages": [{"role": "user", "content": "x"}]});
+    let (status, endpoint, overhead, text, _) =
+        timed(&gw, "/v1/chat/completions", Some(&stream)).await;
+    assert_eq!(status, 200);
+    assert_eq!(endpoint.as_deref(), Some("up"));
+    assert!(overhead >= 0.0);
+    assert!(text.contains("data: [DONE]"), "{text}");
+
+    // Embeddings and rerank.
+    for (path, model, extra) in [
+        ("/v1/embeddings", "embed-large", json!({"input": "x"})),
+        (
+            "/v1/rerank",
+            "rerank-large",
+            json!({"query": "q", "documents": ["a", "b"]}),
+        ),
+    ] {
+        let mut body = extra;
+        body["model"] = json!(model);
+        let (status, endpoint, _, text, _) = timed(&gw, path, Some(&body)).await;
+        assert_eq!(status, 200, "{path}: {text}");
+        assert_eq!(endpoint.as_deref(), Some("up"), "{path}");
+    }
+
+    // An error after an endpoint was tried names it.
+    let dead = json!({"model": "unreachable", "messages": [{"role": "user", "content": "x"}]});
+    let (status, endpoint, _, text, _) = timed(&gw, "/v1/chat/completions", Some(&dead)).await;
+    assert_eq!(status, 502, "{text}");
+    assert_eq!(endpoint.as_deref(), Some("dead"));
+
+    // No endpoint tried: the overhead only.
+    let unknown = json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]});
+    let (status, endpoint, _, _, _) = timed(&gw, "/v1/chat/completions", Some(&unknown)).await;
+    assert_eq!(status, 404);
+    assert_eq!(endpoint, None);
+    let (status, endpoint, _, _, _) = timed(&gw, "/v1/models", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(endpoint, None);
+}
