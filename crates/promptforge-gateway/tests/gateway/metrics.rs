@@ -9,7 +9,7 @@ use crate::harness::*;
 
 /// One sample line: metric name, labels, value.
 #[derive(Debug, Clone)]
-struct Sample {
+pub struct Sample {
     name: String,
     labels: BTreeMap<String, String>,
     value: f64,
@@ -17,7 +17,7 @@ struct Sample {
 
 /// Parses the OpenMetrics / Prometheus text exposition: `# HELP` / `# TYPE` / `# EOF`
 /// lines, and samples `name{key="value",...} value`. Panics on a line it cannot read.
-fn parse(text: &str) -> (Vec<Sample>, BTreeMap<String, String>) {
+pub fn parse(text: &str) -> (Vec<Sample>, BTreeMap<String, String>) {
     let mut samples = Vec::new();
     let mut types = BTreeMap::new();
     for line in text.lines() {
@@ -70,7 +70,7 @@ fn parse(text: &str) -> (Vec<Sample>, BTreeMap<String, String>) {
 }
 
 /// The sum of every sample named `name` whose labels include all of `want`.
-fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
+pub fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
     samples
         .iter()
         .filter(|s| s.name == name)
@@ -82,7 +82,7 @@ fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-async fn scrape(gw: &Gateway) -> (Vec<Sample>, BTreeMap<String, String>) {
+pub async fn scrape(gw: &Gateway) -> (Vec<Sample>, BTreeMap<String, String>) {
     let response = gw
         .client
         .get(format!("{}/metrics", gw.url))
