@@ -332,6 +332,31 @@ impl Admission {
             "max_queue": inner.limits.max_queue,
         })
     }
+
+    /// Takes a slot only when one is free right now and nobody waits (never queues, never
+    /// errors): failover uses it to pass over a busy endpoint that is not the last one.
+    pub(crate) fn try_acquire(&self) -> Option<Permit> {
+        let mut inner = self.lock();
+        let Inner { limits, queues, .. } = &mut *inner;
+        if queues.in_flight < limits.max_concurrency && queues.waiting == 0 {
+            queues.in_flight += 1;
+            return Some(Permit {
+                admission: self.clone(),
+            });
+        }
+        None
+    }
+
+    /// In flight and waiting right now (for metrics).
+    pub(crate) fn load(&self) -> (u32, usize) {
+        let inner = self.lock();
+        (inner.queues.in_flight, inner.queues.waiting)
+    }
+
+    /// The dominion's id.
+    pub(crate) fn id(&self) -> String {
+        self.lock().id.clone()
+    }
 }
 
 fn limits(config: &DominionConfig) -> Option<Limits> {

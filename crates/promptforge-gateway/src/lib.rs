@@ -16,7 +16,9 @@
 //! typed SSE relay), [`dialect`] (emulated tool calling), [`admission`] (dominion queues
 //! with fair scheduling), [`search`] (the Brave web-search proxy), [`error`] (the OpenAI
 //! error envelope), [`conn`] (the accept loop and per-connection bounds), [`shutdown`]
-//! (the end of the drain), [`local`] (llama-server children for GGUF models), [`cli`] and [`serve`] (the binary's entry points).
+//! (the end of the drain), [`metrics`] (`GET /metrics` and the overhead headers),
+//! [`local`] (llama-server children for GGUF models), [`cli`] and [`serve`] (the binary's
+//! entry points).
 //!
 //! The public surface is what `main.rs` needs ([`cli`], [`logging`], [`serve`]) and
 //! [`Secret`]; every other module is `pub(crate)`. The wire shapes (catalog entries, the
@@ -32,6 +34,7 @@ pub(crate) mod dialect;
 pub(crate) mod error;
 pub(crate) mod local;
 pub mod logging;
+pub(crate) mod metrics;
 pub(crate) mod relay;
 pub(crate) mod routes;
 pub(crate) mod search;

@@ -35,6 +35,8 @@ pub(crate) struct Upstream {
     pub max_response_bytes: usize,
     /// Longest SSE line or event.
     pub max_stream_event_bytes: usize,
+    /// How long failover skips the endpoint after it failed.
+    pub failover_cooldown: std::time::Duration,
 }
 
 impl Upstream {
@@ -56,6 +58,7 @@ impl Upstream {
             stream_idle_timeout: endpoint.stream_idle_timeout,
             max_response_bytes: endpoint.max_response_bytes,
             max_stream_event_bytes: endpoint.max_stream_event_bytes,
+            failover_cooldown: endpoint.failover_cooldown,
         })
     }
 
@@ -95,8 +98,6 @@ impl RouteError {
 pub(crate) struct Route<'a> {
     /// The endpoint (for a local model, the child's loopback endpoint).
     pub upstream: &'a Upstream,
-    /// The backend's name for the model.
-    pub model: &'a str,
     /// The admission the request must pass (`None`: unlimited).
     pub admission: Option<&'a Admission>,
     /// The local child behind `upstream`, for respawn-on-failure.
@@ -233,29 +234,14 @@ impl Runtime {
             .collect()
     }
 
-    /// Resolves a model to the endpoint that serves it.
-    pub(crate) fn route<'a>(&'a self, model: &'a ModelConfig) -> Result<Route<'a>, RouteError> {
-        match &model.backend {
-            ModelBackend::Remote {
-                upstream,
-                endpoints,
-            } => {
-                let upstream_client = endpoints
-                    .first()
-                    .and_then(|id| self.upstreams.get(id))
-                    .ok_or(RouteError::NoEndpoint)?;
-                let admission = endpoints
-                    .first()
-                    .and_then(|id| self.config.endpoint(id))
-                    .and_then(|e| e.dominion.as_ref())
-                    .and_then(|d| self.admissions.get(d));
-                Ok(Route {
-                    upstream: upstream_client,
-                    model: upstream,
-                    admission,
-                    child: None,
-                })
-            }
+    /// Resolves a model to every endpoint that serves it, in the configured order (the
+    /// failover order); a local model has exactly one, its child.
+    pub(crate) fn routes<'a>(
+        &'a self,
+        model: &'a ModelConfig,
+    ) -> Result<Vec<Route<'a>>, RouteError> {
+        let endpoints = match &model.backend {
+            ModelBackend::Remote { endpoints, .. } => endpoints,
             ModelBackend::Local(launch) => {
                 let started = self
                     .local
@@ -268,14 +254,37 @@ impl Runtime {
                     Some(d) => self.admissions.get(d),
                     None => started.admission.as_ref(),
                 };
-                Ok(Route {
+                return Ok(vec![Route {
                     upstream: &started.upstream,
-                    model: &model.name,
                     admission,
                     child: Some(&started.child),
-                })
+                }]);
             }
+        };
+        let routes: Vec<Route<'a>> = endpoints
+            .iter()
+            .filter_map(|id| {
+                let admission = self
+                    .config
+                    .endpoint(id)
+                    .and_then(|e| e.dominion.as_ref())
+                    .and_then(|d| self.admissions.get(d));
+                Some(Route {
+                    upstream: self.upstreams.get(id)?,
+                    admission,
+                    child: None,
+                })
+            })
+            .collect();
+        if routes.is_empty() {
+            return Err(RouteError::NoEndpoint);
         }
+        Ok(routes)
+    }
+
+    /// Live admission state per limited dominion id (for metrics).
+    pub(crate) fn admissions(&self) -> impl Iterator<Item = (&str, &Admission)> {
+        self.admissions.iter().map(|(id, a)| (id.as_str(), a))
     }
 }
 
@@ -293,6 +302,8 @@ struct Shared {
     boot: PathBuf,
     server: ServerConfig,
     shutdown: Shutdown,
+    metrics: crate::metrics::Metrics,
+    cooldowns: crate::relay::failover::Cooldowns,
 }
 
 /// Why a profile switch failed.
@@ -367,6 +378,8 @@ pub(crate) async fn boot(boot_file: &Path, profile: &str) -> Result<Booted, Conf
             boot: boot_file.to_path_buf(),
             server,
             shutdown,
+            metrics: crate::metrics::Metrics::new(),
+            cooldowns: crate::relay::failover::Cooldowns::default(),
         }),
     };
     Ok(Booted {
@@ -411,6 +424,16 @@ impl AppState {
     /// Resolves when shutdown's drain has ended.
     pub(crate) fn shutdown(&self) -> Shutdown {
         self.inner.shutdown.clone()
+    }
+
+    /// The process's metrics.
+    pub(crate) fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    /// The process's failover cooldown table.
+    pub(crate) fn cooldowns(&self) -> &crate::relay::failover::Cooldowns {
+        &self.inner.cooldowns
     }
 
     /// The gateway's bearer key.

@@ -25,6 +25,7 @@ pub(crate) use files::MAX_INCLUDE_FILES;
 pub(crate) use load::{load_boot_server, load_profile, profile_source};
 
 pub(crate) use promptforge_wire::{Freshness, ModelKind, SafeSearch, Thinking};
+pub(crate) use validate::DEFAULT_FAILOVER_COOLDOWN;
 
 use crate::secret::Secret;
 
@@ -214,6 +215,8 @@ pub(crate) struct EndpointConfig {
     pub max_response_bytes: usize,
     /// Longest SSE line, and largest joined `data` of one event (default 1 MiB).
     pub max_stream_event_bytes: usize,
+    /// How long the endpoint is skipped by failover after it failed (default 30 s).
+    pub failover_cooldown: Duration,
 }
 
 /// How tool calls reach the backend.

@@ -77,6 +77,7 @@ pub(crate) struct RawEndpoint {
     pub(crate) stream_idle_timeout: Option<String>,
     pub(crate) max_response_bytes: Option<i64>,
     pub(crate) max_stream_event_bytes: Option<i64>,
+    pub(crate) failover_cooldown: Option<String>,
 }
 
 /// `[[model]]`.

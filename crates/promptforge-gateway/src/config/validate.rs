@@ -25,6 +25,8 @@ const DEFAULT_MAX_QUEUE: u32 = 100;
 const DEFAULT_STREAM_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default longest silence between two chunks of an upstream stream.
 const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// `[[endpoint]] failover_cooldown` default.
+pub(crate) const DEFAULT_FAILOVER_COOLDOWN: Duration = Duration::from_secs(30);
 /// Default cap of a non-streaming upstream body (the request cap).
 const DEFAULT_MAX_RESPONSE_BYTES: usize = crate::routes::MAX_BODY_BYTES;
 /// Default cap of one SSE line or event.
@@ -394,6 +396,12 @@ fn endpoint(
             key("max_stream_event_bytes"),
             raw.max_stream_event_bytes,
             DEFAULT_MAX_STREAM_EVENT_BYTES,
+        )?,
+        failover_cooldown: duration(
+            file,
+            key("failover_cooldown"),
+            raw.failover_cooldown.as_deref(),
+            DEFAULT_FAILOVER_COOLDOWN,
         )?,
     })
 }

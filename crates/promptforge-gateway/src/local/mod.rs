@@ -281,6 +281,7 @@ impl LocalRuntime {
                 stream_idle_timeout: Duration::from_secs(120),
                 max_response_bytes: 32 * 1024 * 1024,
                 max_stream_event_bytes: 1024 * 1024,
+                failover_cooldown: crate::config::DEFAULT_FAILOVER_COOLDOWN,
             };
             let upstream = Upstream::new(&endpoint)
                 .map_err(|err| LocalError::Setup(format!("cannot build an HTTP client: {err}")))?;

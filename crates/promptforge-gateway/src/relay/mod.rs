@@ -1,7 +1,11 @@
 //! Talking to upstreams: sending requests, mapping failures, relaying SSE streams.
 
+pub(crate) mod failover;
 pub(crate) mod sse;
 mod upstream;
 
-pub(crate) use upstream::{Capped, read_capped, timeout_error, transport_error};
-pub(crate) use upstream::{UpstreamCall, read_json_object, send};
+pub(crate) use upstream::UpstreamCall;
+pub(crate) use upstream::{
+    AttemptError, Capped, parse_json_object, read_capped, send_attempt, timeout_error,
+    transport_error,
+};

@@ -203,7 +203,8 @@ fn error_frame(err: &ApiError) -> Bytes {
     frame(&err.envelope().to_string())
 }
 
-type UpstreamBytes = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+/// An upstream body as a stream of byte chunks.
+pub(crate) type UpstreamBytes = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
 
 /// The bounds and names of one relayed stream.
 #[derive(Debug, Clone)]
@@ -216,6 +217,8 @@ pub(crate) struct StreamSettings {
     pub idle_timeout: Duration,
     /// Longest SSE line or event.
     pub max_event_bytes: usize,
+    /// Counts the stream's last `usage` into the metrics.
+    pub usage: Option<crate::metrics::UsageTap>,
 }
 
 struct RelayState<G> {
@@ -247,7 +250,12 @@ impl<G> RelayState<G> {
                 return;
             }
             match relay_event(&data, &self.settings.caller_model) {
-                Relayed::Chunk(json) => self.pending.push_back(frame(&json)),
+                Relayed::Chunk(json) => {
+                    if let Some(tap) = &self.settings.usage {
+                        tap.observe(&json);
+                    }
+                    self.pending.push_back(frame(&json));
+                }
                 Relayed::Done => {
                     self.pending.push_back(frame(DONE));
                     self.finished = true;
@@ -274,18 +282,19 @@ enum Next {
     Shutdown,
 }
 
-/// Turns an upstream SSE response into the relayed body stream. `guard` lives as long as
+/// Turns an upstream SSE body into the relayed body stream (failover reads the first
+/// chunk before committing to an endpoint, then chains it back on). `guard` lives as long as
 /// the returned stream. The stream ends with one error event when the upstream is silent
 /// for `idle_timeout`, sends a line or event over `max_event_bytes`, fails, ends without
 /// `[DONE]`, or when `shutdown` fires.
-pub(crate) fn relay_stream<G: Send + 'static>(
-    response: reqwest::Response,
+pub(crate) fn relay_body<G: Send + 'static>(
+    upstream: UpstreamBytes,
     settings: StreamSettings,
     shutdown: Shutdown,
     guard: G,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let state = RelayState {
-        upstream: Box::pin(response.bytes_stream()),
+        upstream,
         decoder: SseDecoder::new(settings.max_event_bytes),
         settings,
         pending: VecDeque::new(),

@@ -21,8 +21,31 @@ pub(crate) struct UpstreamCall<'a> {
     pub capability_route: bool,
 }
 
-/// Sends `call` and returns the response when its status is a success.
-pub(crate) async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, ApiError> {
+/// A failed attempt: the error, and whether failover may move on to the next endpoint
+/// (a transport failure or timeout, a 5xx, or a 429).
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    /// The mapped error.
+    pub(crate) error: ApiError,
+    /// Another endpoint may succeed where this one failed.
+    pub(crate) retryable: bool,
+}
+
+impl AttemptError {
+    /// A transport-level failure (always retryable).
+    pub(crate) fn transport(error: ApiError) -> Self {
+        Self {
+            error,
+            retryable: true,
+        }
+    }
+}
+
+/// Sends `call` and returns the response when its status is a success; a failure says
+/// whether failover may retry it at another endpoint.
+pub(crate) async fn send_attempt(
+    call: UpstreamCall<'_>,
+) -> Result<reqwest::Response, AttemptError> {
     let client = if call.streaming {
         &call.upstream.streaming
     } else {
@@ -40,17 +63,17 @@ pub(crate) async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, Ap
         match tokio::time::timeout(limit, sent).await {
             Ok(result) => result,
             Err(_) => {
-                return Err(timeout_error(format!(
+                return Err(AttemptError::transport(timeout_error(format!(
                     "endpoint {} sent no response within {} (stream_first_byte_timeout)",
                     call.upstream.id,
                     humantime::format_duration(limit)
-                )));
+                ))));
             }
         }
     } else {
         sent.await
     }
-    .map_err(|err| transport_error(&call.upstream.id, &err))?;
+    .map_err(|err| AttemptError::transport(transport_error(&call.upstream.id, &err)))?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -60,12 +83,10 @@ pub(crate) async fn send(call: UpstreamCall<'_>) -> Result<reqwest::Response, Ap
         Ok(Capped::Whole(body) | Capped::Cut(body)) => body,
         Err(_) => Vec::new(),
     };
-    Err(status_error(
-        &call.upstream.id,
-        status,
-        &body,
-        call.capability_route,
-    ))
+    Err(AttemptError {
+        error: status_error(&call.upstream.id, status, &body, call.capability_route),
+        retryable: status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS,
+    })
 }
 
 /// How much of an upstream error body is read.
@@ -110,26 +131,12 @@ pub(crate) fn timeout_error(message: String) -> ApiError {
     ApiError::new(ErrorCode::UpstreamTimeout, message)
 }
 
-/// Reads a whole response body as a JSON object, at most the endpoint's
-/// `max_response_bytes` (past it: 502 `upstream_protocol`, the rest unread).
-pub(crate) async fn read_json_object(
+/// Parses a whole upstream body as a JSON object (502 `upstream_protocol` otherwise).
+pub(crate) fn parse_json_object(
     upstream: &Upstream,
-    response: reqwest::Response,
+    bytes: &[u8],
 ) -> Result<Map<String, Value>, ApiError> {
-    let cap = upstream.max_response_bytes;
-    let bytes = match read_capped(response, cap)
-        .await
-        .map_err(|err| transport_error(&upstream.id, &err))?
-    {
-        Capped::Whole(bytes) => bytes,
-        Capped::Cut(_) => {
-            return Err(ApiError::upstream_protocol(format!(
-                "endpoint {} answered a body larger than {cap} bytes (max_response_bytes)",
-                upstream.id
-            )));
-        }
-    };
-    match serde_json::from_slice::<Value>(&bytes) {
+    match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered JSON that is not an object",

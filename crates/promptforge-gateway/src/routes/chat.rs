@@ -1,19 +1,21 @@
 //! `POST /v1/chat/completions`, buffered and streaming.
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{RawBody, admit, lookup, parse_body, send_routed};
-use crate::config::{ModelKind, ToolDialect};
+use super::{RawBody, client_header, lookup, parse_body, send_failover};
+use crate::config::{ModelBackend, ModelKind, ToolDialect};
 use crate::dialect::gemma;
 use crate::error::ApiError;
-use crate::relay::{self, UpstreamCall, sse};
-use crate::state::{AppState, Route};
+use crate::metrics::{Trace, UsageTap};
+use crate::relay::failover::{self, Answer};
+use crate::relay::sse;
+use crate::state::AppState;
 
 /// Roles a message may carry.
 const ROLES: [&str; 6] = [
@@ -83,6 +85,7 @@ fn validate(request: &ChatRequest) -> Result<&str, ApiError> {
 /// The handler.
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
+    Extension(trace): Extension<Trace>,
     headers: HeaderMap,
     body: RawBody,
 ) -> Result<Response, ApiError> {
@@ -90,13 +93,10 @@ pub(super) async fn chat_completions(
     let caller_model = validate(&request)?.to_owned();
     let runtime = state.runtime();
     let model = lookup(&runtime, &caller_model, ModelKind::Chat)?;
-    let route = runtime.route(model)?;
-    let Route {
-        upstream,
-        model: upstream_model,
-        admission,
-        ..
-    } = route;
+    let upstream_model = match &model.backend {
+        ModelBackend::Remote { upstream, .. } => upstream.as_str(),
+        ModelBackend::Local(_) => model.name.as_str(),
+    };
 
     let streaming = request.stream == Some(true);
     let mut out = request.rest;
@@ -118,45 +118,50 @@ pub(super) async fn chat_completions(
         false
     };
 
-    let call = UpstreamCall {
-        upstream,
+    let attempt = failover::Attempt {
+        model: &model.name,
         path: "/chat/completions",
         body: &out,
         streaming,
         capability_route: false,
+        client: client_header(&headers),
     };
     // The slot is held until the response is complete: for a stream, until it ends or the
     // client goes away (the permit lives inside the relay).
-    let permit = admit(admission, &headers).await?;
-    let response = send_routed(&route, call).await?;
+    let answered = send_failover(&state, &runtime, model, &trace, attempt).await?;
+    let upstream = answered.upstream;
 
-    if streaming {
-        let settings = sse::StreamSettings {
-            endpoint: upstream.id.clone(),
-            caller_model: caller_model.clone(),
-            idle_timeout: upstream.stream_idle_timeout,
-            max_event_bytes: upstream.max_stream_event_bytes,
-        };
-        let stream = sse::relay_stream(response, settings, state.shutdown(), permit);
-        let mut reply = Body::from_stream(stream).into_response();
-        let headers = reply.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        return Ok(reply);
-    }
-
-    let mut reply = relay::read_json_object(upstream, response).await?;
+    let mut reply = match answered.answer {
+        Answer::Stream(body, permit) => {
+            let settings = sse::StreamSettings {
+                endpoint: upstream.id.clone(),
+                caller_model: caller_model.clone(),
+                idle_timeout: upstream.stream_idle_timeout,
+                max_event_bytes: upstream.max_stream_event_bytes,
+                usage: Some(UsageTap::new(state.metrics().clone(), &model.name)),
+            };
+            let stream = sse::relay_body(body, settings, state.shutdown(), permit);
+            let mut reply = Body::from_stream(stream).into_response();
+            let headers = reply.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            return Ok(reply);
+        }
+        Answer::Buffered(reply) => reply,
+    };
     if !reply.get("choices").is_some_and(Value::is_array) {
         return Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered a chat completion without a choices array",
             upstream.id
         )));
     }
+    if let Some(usage) = reply.get("usage") {
+        state.metrics().usage(&model.name, usage);
+    }
     reply.insert("model".into(), Value::String(caller_model.clone()));
-    drop(permit);
     if emulated_tools {
         gemma::inbound(&mut reply, &caller_model);
     }

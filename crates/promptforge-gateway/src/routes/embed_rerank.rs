@@ -1,20 +1,22 @@
 //! `POST /v1/embeddings` and `POST /v1/rerank`.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::{Extension, Json};
 use serde_json::{Map, Value};
 
-use super::{RawBody, admit, lookup, parse_body, send_routed};
-use crate::config::ModelKind;
+use super::{RawBody, client_header, lookup, parse_body, send_failover};
+use crate::config::{ModelBackend, ModelKind};
 use crate::error::ApiError;
-use crate::relay::{self, UpstreamCall};
-use crate::state::{AppState, Route};
+use crate::metrics::Trace;
+use crate::relay::failover::{self, Answer};
+use crate::state::AppState;
 
 /// Embeddings: `input` is a string or an array of strings; `encoding_format` is float or
 /// base64; everything else passes through.
 pub(super) async fn embeddings(
     State(state): State<AppState>,
+    Extension(trace): Extension<Trace>,
     headers: HeaderMap,
     body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
@@ -40,6 +42,7 @@ pub(super) async fn embeddings(
     }
     forward(
         &state,
+        &trace,
         &headers,
         request,
         ModelKind::Embedding,
@@ -52,6 +55,7 @@ pub(super) async fn embeddings(
 /// Rerank: a non-empty `query`, a non-empty `documents` array, optional `top_n` >= 1.
 pub(super) async fn rerank(
     State(state): State<AppState>,
+    Extension(trace): Extension<Trace>,
     headers: HeaderMap,
     body: RawBody,
 ) -> Result<Json<Value>, ApiError> {
@@ -85,6 +89,7 @@ pub(super) async fn rerank(
     }
     forward(
         &state,
+        &trace,
         &headers,
         request,
         ModelKind::Classifier,
@@ -97,6 +102,7 @@ pub(super) async fn rerank(
 /// Shared routing: lookup, kind check, rewrite, send, restore the caller's name.
 async fn forward(
     state: &AppState,
+    trace: &Trace,
     headers: &HeaderMap,
     mut request: Map<String, Value>,
     kind: ModelKind,
@@ -110,29 +116,35 @@ async fn forward(
         .to_owned();
     let runtime = state.runtime();
     let model = lookup(&runtime, &caller_model, kind)?;
-    let route = runtime.route(model)?;
-    let Route {
-        upstream,
-        model: upstream_model,
-        admission,
-        ..
-    } = route;
-    let _permit = admit(admission, headers).await?;
+    let upstream_model = match &model.backend {
+        ModelBackend::Remote { upstream, .. } => upstream.as_str(),
+        ModelBackend::Local(_) => model.name.as_str(),
+    };
     request.insert("model".into(), Value::String(upstream_model.to_owned()));
-    let call = UpstreamCall {
-        upstream,
+    let attempt = failover::Attempt {
+        model: &model.name,
         path,
         body: &request,
         streaming: false,
         capability_route: true,
+        client: client_header(headers),
     };
-    let response = send_routed(&route, call).await?;
-    let mut reply = relay::read_json_object(upstream, response).await?;
+    let answered = send_failover(state, &runtime, model, trace, attempt).await?;
+    let upstream = answered.upstream;
+    let Answer::Buffered(mut reply) = answered.answer else {
+        return Err(ApiError::upstream_protocol(format!(
+            "endpoint {} answered a stream to a buffered request",
+            upstream.id
+        )));
+    };
     if !reply.get(payload).is_some_and(Value::is_array) {
         return Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered without a {payload} array",
             upstream.id
         )));
+    }
+    if let Some(usage) = reply.get("usage") {
+        state.metrics().usage(&model.name, usage);
     }
     reply.insert("model".into(), Value::String(caller_model));
     Ok(Json(Value::Object(reply)))

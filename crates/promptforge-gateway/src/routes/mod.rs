@@ -19,12 +19,13 @@ use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::admission::{self, Admission, AdmissionError, Permit};
+use crate::admission::AdmissionError;
 use crate::config::{ModelConfig, ModelKind};
 use crate::error::{ApiError, ErrorCode};
-use crate::relay::{self, UpstreamCall};
+use crate::metrics::Trace;
+use crate::relay::failover;
 use crate::secret::SecretMatch;
-use crate::state::{AppState, Route, RouteError, Runtime};
+use crate::state::{AppState, RouteError, Runtime};
 
 /// Largest request body accepted (images travel inline as base64).
 pub(crate) const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -40,6 +41,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/tools/web_search", post(web_search::web_search))
         .route("/admin/status", get(admin::status))
         .route("/admin/switch-profile", post(admin::switch_profile))
+        .route("/metrics", get(crate::metrics::scrape))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -52,6 +54,10 @@ pub(crate) fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             end_on_shutdown,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::observe,
         ))
         .with_state(state)
 }
@@ -186,38 +192,26 @@ impl From<RouteError> for ApiError {
 /// The header naming the caller for fair scheduling.
 const CLIENT_HEADER: &str = "x-promptforge-client";
 
-/// Takes a dominion slot when the endpoint is bound to a limited dominion.
-async fn admit(
-    admission: Option<&Admission>,
-    headers: &HeaderMap,
-) -> Result<Option<Permit>, ApiError> {
-    let Some(admission) = admission else {
-        return Ok(None);
-    };
-    let label = admission::client_label(headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok()));
-    Ok(Some(admission.acquire(&label).await?))
+/// The caller's `X-PromptForge-Client` header, if it is text.
+fn client_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(CLIENT_HEADER).and_then(|v| v.to_str().ok())
 }
 
-/// Sends `call` along `route`. For a local model, a transport failure against a dead
-/// child respawns it once (same port and bearer) and retries the request once.
-async fn send_routed(
-    route: &Route<'_>,
-    call: UpstreamCall<'_>,
-) -> Result<reqwest::Response, ApiError> {
-    let Some(child) = route.child else {
-        return relay::send(call).await;
+/// Sends `attempt` to `model`'s endpoints with failover (see [`crate::relay::failover`]),
+/// recording the model, the endpoints tried and the waits in the request's trace.
+async fn send_failover<'a>(
+    state: &AppState,
+    runtime: &'a Runtime,
+    model: &'a ModelConfig,
+    trace: &Trace,
+    attempt: failover::Attempt<'_>,
+) -> Result<failover::Answered<'a>, ApiError> {
+    trace.set_model(&model.name);
+    let routes = runtime.routes(model)?;
+    let observers = failover::Observers {
+        metrics: state.metrics(),
+        cooldowns: state.cooldowns(),
+        trace,
     };
-    let seen = child.respawn_count();
-    match relay::send(call).await {
-        Err(err) if err.error_code() == ErrorCode::UpstreamTransport => {
-            match child.respawn_if_dead(seen).await {
-                Ok(true) => relay::send(call).await,
-                Ok(false) => Err(err),
-                Err(respawn) => Err(ApiError::upstream_transport(format!(
-                    "{err}; respawning the child failed: {respawn}"
-                ))),
-            }
-        }
-        other => other,
-    }
+    failover::send(&routes, attempt, observers).await
 }

@@ -553,6 +553,17 @@ async fn a_sigkilled_child_is_respawned_and_the_request_succeeds() {
     let (_, status) = gw.get("/admin/status").await;
     assert_eq!(status["local_models"][0]["respawns"], 1, "{status}");
     assert_eq!(status["local_models"][0]["pid"], after[0], "{status}");
+    // The metrics saw the respawn, and the child is up again.
+    let (samples, _) = crate::metrics::scrape(&gw).await;
+    let smol = [("model", "smol")];
+    assert_eq!(
+        crate::metrics::total(&samples, "promptforge_gateway_local_respawns_total", &smol),
+        1.0
+    );
+    assert_eq!(
+        crate::metrics::total(&samples, "promptforge_gateway_local_children_up", &smol),
+        1.0
+    );
     gw.kill().await;
 }
 

@@ -8,10 +8,12 @@
 mod admin;
 mod boot;
 mod dominions;
+mod failover;
 mod hardening;
 mod harness;
 mod local;
 mod logs;
+mod metrics;
 mod openai_sdk;
 mod routes;
 mod shipped;

@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Side by side, in one run: wrk straight to an nginx upstream, through a bare nginx
+# reverse proxy, and through the release promptforge-gateway (metrics on, as always),
+# at 64 connections (requests/s) and at 1 connection (p50 latency). Prints a table.
+#
+#   crates/promptforge-gateway/benches/proxy-vs-nginx.sh
+#
+# Needs nginx (nginx-light) and wrk. Builds the gateway with `cargo build --release`
+# unless GATEWAY_BIN points at a binary. Everything binds 127.0.0.1; the nginx
+# processes run in the foreground as children of this script (own prefix and temp
+# config under a temp dir) and, like the gateway, are stopped on exit.
+#
+# Knobs (environment): DURATION (seconds per measurement, default 5), ROUNDS (default
+# 3: the paths are interleaved round by round and the median round is reported),
+# PIN=1 (pin wrk to core 0 and the upstream, proxy and gateway to core 1), NGINX,
+# WRK, PERF=1 (record `perf record -g` of the gateway during its first 64-connection
+# measurement into $OUT/perf.data, OUT defaulting to the temp dir, kept when set),
+# BASELINE_BIN (a second gateway binary, e.g. a build from before a change, measured
+# as a fourth path in the same interleaved rounds: before/after in one run).
+set -euo pipefail
+
+NGINX=${NGINX:-/usr/sbin/nginx}
+WRK=${WRK:-/usr/bin/wrk}
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
+PIN=${PIN:-0}
+PERF=${PERF:-0}
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+
+for tool in "$NGINX" "$WRK"; do
+    [[ -x $tool ]] || { echo "missing $tool (apt-get install nginx-light wrk)" >&2; exit 2; }
+done
+
+if [[ -z ${GATEWAY_BIN:-} ]]; then
+    (cd "$ROOT" && cargo build --release -p promptforge-gateway --bin promptforge-gateway >&2)
+    GATEWAY_BIN=$ROOT/target/release/promptforge-gateway
+fi
+
+WORK=$(mktemp -d /tmp/pf-proxy-bench.XXXXXX)
+OUT=${OUT:-$WORK}
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    [[ $OUT == "$WORK" && $PERF == 0 ]] && rm -rf "$WORK"
+    return 0
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+UP_PORT=$(free_port)
+PROXY_PORT=$(free_port)
+GW_PORT=$(free_port)
+BASE_PORT=$(free_port)
+
+pin() { # pin CORE CMD...: run CMD pinned to CORE when PIN=1
+    local core=$1
+    shift
+    # exec: a backgrounded `pin` is then the process itself, so its $! is what cleanup kills.
+    if [[ $PIN == 1 ]]; then exec taskset -c "$core" "$@"; else exec "$@"; fi
+}
+
+REPLY='{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":"up-bench","choices":[{"index":0,"message":{"role":"assistant","content":"The capital of France is Paris."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}'
+
+nginx_conf() { # nginx_conf NAME WORKERS SERVER-BLOCK
+    local dir=$WORK/$1
+    mkdir -p "$dir/logs" "$dir/tmp"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes $2;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    $3
+}
+EOF
+    echo "$dir"
+}
+
+UP_DIR=$(nginx_conf upstream 1 "
+    server {
+        listen 127.0.0.1:$UP_PORT;
+        client_body_buffer_size 64k;
+        location /v1/chat/completions {
+            default_type application/json;
+            return 200 '$REPLY';
+        }
+    }")
+PROXY_DIR=$(nginx_conf proxy auto "
+    upstream backend {
+        server 127.0.0.1:$UP_PORT;
+        keepalive 128;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$PROXY_PORT;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_buffering on;
+        }
+    }")
+
+pin 1 "$NGINX" -p "$UP_DIR" -c "$UP_DIR/nginx.conf" -e "$UP_DIR/logs/error.log" &
+PIDS+=($!)
+pin 1 "$NGINX" -p "$PROXY_DIR" -c "$PROXY_DIR/nginx.conf" -e "$PROXY_DIR/logs/error.log" &
+PIDS+=($!)
+
+mkdir -p "$WORK/gw/profiles"
+cat >"$WORK/gw/gateway.toml" <<EOF
+[server]
+bind = "127.0.0.1:$GW_PORT"
+api_key = "bench-key"
+max_connections = 4096
+
+[[endpoint]]
+id = "nginx"
+base_url = "http://127.0.0.1:$UP_PORT/v1"
+
+[[model]]
+name = "bench"
+description = "the nginx upstream"
+context = 8192
+upstream = "up-bench"
+endpoints = ["nginx"]
+EOF
+echo 'include = ["../gateway.toml"]' >"$WORK/gw/profiles/main.toml"
+pin 1 "$GATEWAY_BIN" serve "$WORK/gw/gateway.toml" --profile main >"$WORK/gw/stdout" 2>"$WORK/gw/stderr" &
+GW_PID=$!
+PIDS+=($GW_PID)
+if [[ -n ${BASELINE_BIN:-} ]]; then
+    mkdir -p "$WORK/base/profiles"
+    sed "s/127.0.0.1:$GW_PORT/127.0.0.1:$BASE_PORT/" "$WORK/gw/gateway.toml" >"$WORK/base/gateway.toml"
+    cp "$WORK/gw/profiles/main.toml" "$WORK/base/profiles/main.toml"
+    pin 1 "$BASELINE_BIN" serve "$WORK/base/gateway.toml" --profile main >"$WORK/base/stdout" 2>"$WORK/base/stderr" &
+    PIDS+=($!)
+fi
+
+wait_port() {
+    for _ in $(seq 1 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        sleep 0.05
+    done
+    echo "nothing listens on $1" >&2
+    cat "$WORK"/*/logs/error.log "$WORK/gw/stderr" >&2 || true
+    exit 1
+}
+wait_port "$UP_PORT"
+wait_port "$PROXY_PORT"
+wait_port "$GW_PORT"
+[[ -z ${BASELINE_BIN:-} ]] || wait_port "$BASE_PORT"
+
+cat >"$WORK/post.lua" <<'EOF'
+wrk.method = "POST"
+wrk.body = '{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer bench-key"
+EOF
+
+# Every path must answer 200 with the reply before anything is measured.
+for port in "$UP_PORT" "$PROXY_PORT" "$GW_PORT" ${BASELINE_BIN:+"$BASE_PORT"}; do
+    body=$(curl -sS -f -X POST "http://127.0.0.1:$port/v1/chat/completions" \
+        -H 'Authorization: Bearer bench-key' -H 'Content-Type: application/json' \
+        -d '{"model":"bench","messages":[{"role":"user","content":"hi"}]}')
+    [[ $body == *"capital of France"* ]] || { echo "port $port answered: $body" >&2; exit 1; }
+done
+
+# run_wrk PORT CONNECTIONS THREADS -> "rps p50_ms non2xx"
+run_wrk() {
+    local out
+    out=$(pin 0 "$WRK" -t"$3" -c"$2" -d"${DURATION}s" --latency -s "$WORK/post.lua" \
+        "http://127.0.0.1:$1/v1/chat/completions")
+    python3 - "$out" <<'EOF'
+import re, sys
+out = sys.argv[1]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+m = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+errors = re.search(r"Socket errors:.*", out)
+print(f"{rps:.0f} {float(m.group(1)) * scale:.4f} {bad.group(1) if bad else 0} {'E' if errors else '-'}")
+EOF
+}
+
+declare -A RPS P50
+PATHS=(direct nginx gateway)
+declare -A PORT=([direct]=$UP_PORT [nginx]=$PROXY_PORT [gateway]=$GW_PORT [baseline]=$BASE_PORT)
+[[ -z ${BASELINE_BIN:-} ]] || PATHS+=(baseline)
+N=${#PATHS[@]}
+# Warm-up: every path, 1 s at 64 connections.
+for path in "${PATHS[@]}"; do
+    DURATION=1 run_wrk "${PORT[$path]}" 64 2 >/dev/null
+done
+for round in $(seq 1 "$ROUNDS"); do
+    # Rotate the order every round so drifting background load hits every path alike.
+    order=("${PATHS[@]:$((round % N))}" "${PATHS[@]:0:$((round % N))}")
+    for path in "${order[@]}"; do
+        perf_pid=
+        if [[ $PERF == 1 && $round == 1 && $path == gateway ]]; then
+            mkdir -p "$OUT"
+            timeout -s INT "$DURATION" perf record -g -F 999 -p "$GW_PID" -o "$OUT/perf.data" \
+                >"$OUT/perf.log" 2>&1 &
+            perf_pid=$!
+        fi
+        read -r rps _ bad err < <(run_wrk "${PORT[$path]}" 64 2)
+        if [[ -n $perf_pid ]]; then wait "$perf_pid" || true; fi
+        [[ $bad == 0 && $err == - ]] || echo "warning: $path at 64 connections: $bad non-2xx, socket errors: $err" >&2
+        RPS[$path]+="$rps "
+        read -r _ p50 bad err < <(run_wrk "${PORT[$path]}" 1 1)
+        [[ $bad == 0 ]] || echo "warning: $path at 1 connection: $bad non-2xx" >&2
+        P50[$path]+="$p50 "
+    done
+done
+
+python3 - "$ROUNDS" "$DURATION" "$PIN" "${RPS[direct]}" "${RPS[nginx]}" "${RPS[gateway]}" \
+    "${P50[direct]}" "${P50[nginx]}" "${P50[gateway]}" ${BASELINE_BIN:+"${RPS[baseline]}" "${P50[baseline]}"} <<'EOF'
+import statistics, sys
+rounds, duration, pin = sys.argv[1:4]
+rps = [list(map(float, a.split())) for a in sys.argv[4:7]]
+p50 = [list(map(float, a.split())) for a in sys.argv[7:10]]
+names = ["direct to nginx upstream", "through nginx reverse proxy", "through promptforge-gateway"]
+if len(sys.argv) > 10:
+    rps.append(list(map(float, sys.argv[10].split())))
+    p50.append(list(map(float, sys.argv[11].split())))
+    names.append("through the baseline gateway (BASELINE_BIN)")
+med = lambda xs: statistics.median(xs)
+d_rps, d_p50 = med(rps[0]), med(p50[0])
+print(f"wrk, {rounds} interleaved rounds x {duration}s per measurement, median round; pinned: {'yes' if pin == '1' else 'no'}")
+print()
+print("| path | req/s at 64 conns | ratio to direct | p50 at 1 conn (ms) | added p50 (ms) | rounds (req/s) |")
+print("| --- | --- | --- | --- | --- | --- |")
+for name, r, p in zip(names, rps, p50):
+    print(f"| {name} | {med(r):.0f} | {med(r) / d_rps:.2f} | {med(p):.3f} | {med(p) - d_p50:+.3f} | {' '.join(f'{x:.0f}' for x in r)} |")
+print()
+print(f"gateway / nginx proxy throughput at 64 connections: {med(rps[2]) / med(rps[1]):.2f} (goal >= 0.80)")
+print(f"gateway added p50 at 1 connection: {med(p50[2]) - d_p50:.3f} ms (goal <= 0.040), nginx proxy: {med(p50[1]) - d_p50:.3f} ms")
+if len(rps) > 3:
+    print(f"gateway / baseline gateway throughput: {med(rps[2]) / med(rps[3]):.2f}; added p50 {med(p50[2]) - d_p50:.3f} vs {med(p50[3]) - d_p50:.3f} ms")
+EOF
