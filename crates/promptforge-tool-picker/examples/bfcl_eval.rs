@@ -307,9 +307,7 @@ impl Tally {
         if self.questions == 0 {
             0.0
         } else {
-            #[allow(clippy::cast_precision_loss)]
-            let r = n as f64 / self.questions as f64;
-            r
+            n as f64 / self.questions as f64
         }
     }
     /// Questions whose outcome offers the right function (bound, or in the group).
@@ -391,7 +389,6 @@ fn abstention(
             Kind::Duplicate | Kind::Ambiguous => {}
         }
     }
-    #[allow(clippy::cast_precision_loss)]
     let rate = |x: usize| x as f64 / n.max(1) as f64;
     (rate(absent), rate(bound))
 }
@@ -471,7 +468,6 @@ fn sweep(pools: &[Pool], irrelevant: &[Irrelevant]) {
                 .iter()
                 .map(|t| t.rate(t.bind_right) + 0.5 * t.rate(t.group_right) - t.wrong_bind())
                 .sum::<f64>();
-            #[allow(clippy::cast_precision_loss)]
             let relevant = relevant / pools.len() as f64;
             let score = (relevant + abstains - binds) / 2.0;
             (score, tallies, abstains, binds)
@@ -479,7 +475,6 @@ fn sweep(pools: &[Pool], irrelevant: &[Irrelevant]) {
     let mut best: Vec<(f64, usize, Params)> = Vec::new();
     for (wi, &w) in WEIGHTS.iter().enumerate() {
         for fi in 0..=28 {
-            #[allow(clippy::cast_precision_loss)]
             let floor = 0.10 + fi as f32 * 0.025;
             for solo_gap in [0.0f32, 0.05, 0.1, 0.15] {
                 for margin in [0.0f32, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2] {
@@ -502,7 +497,6 @@ fn sweep(pools: &[Pool], irrelevant: &[Irrelevant]) {
     for (score, wi, p) in &best {
         let (_, tallies, abstains, _) = evaluate(*wi, p, &even);
         if abstains >= 0.90 && tallies.iter().all(|t| t.wrong_bind() <= 0.03) {
-            #[allow(clippy::cast_precision_loss)]
             let right =
                 tallies.iter().map(|t| t.rate(t.bind_right)).sum::<f64>() / tallies.len() as f64;
             constrained.push((right + score * 1e-6, *wi, Params { ..*p }));
@@ -744,7 +738,6 @@ fn report(pools: &[Pool], irrelevant: &[Irrelevant]) -> Result<(), Error> {
                 right,
             });
         }
-        #[allow(clippy::cast_precision_loss)]
         let per = started.elapsed().as_secs_f64() * 1000.0 / results.len().max(1) as f64;
         eprintln!(
             "{}: resolved in {per:.1} ms per question (rank + resolve)",

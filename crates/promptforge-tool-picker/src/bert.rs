@@ -55,7 +55,6 @@ impl BertShape {
             intermediate: int("intermediate_size")?,
             max_positions: int("max_position_embeddings")?,
             type_vocab: int("type_vocab_size")?,
-            #[allow(clippy::cast_possible_truncation)]
             eps: eps as f32,
         };
         if !shape.hidden.is_multiple_of(shape.heads) {
@@ -147,7 +146,6 @@ fn widen_fp16(src: &[u16], dst: &mut [f32]) {
     for (d, &h) in dst.iter_mut().zip(src) {
         // Sign to bit 31, exponent and mantissa to bits 13..=27; the arithmetic shift's
         // copies of the sign in bits 28..=30 are masked off.
-        #[allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
         let bits = (((u32::from(h) << 16) as i32) >> 3) as u32 & 0x8fff_e000;
         *d = f32::from_bits(bits) * FP16_REBIAS;
     }
@@ -507,7 +505,6 @@ fn attention(
     context: &mut [f32],
 ) {
     let head_dim = hidden / heads;
-    #[allow(clippy::cast_precision_loss)]
     let scale = 1.0 / (head_dim as f32).sqrt();
     let stride = 3 * hidden;
     for head in 0..heads {
@@ -560,7 +557,6 @@ fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
 
 /// LayerNorm over each `width`-wide row, in place.
 fn layer_norm(rows: &mut [f32], width: usize, norm: &LayerNorm, eps: f32) {
-    #[allow(clippy::cast_precision_loss)]
     let n = width as f32;
     for row in rows.chunks_exact_mut(width) {
         let mean = row.iter().sum::<f32>() / n;
@@ -590,9 +586,7 @@ impl WithSimd for GeluOp<'_> {
 #[inline(always)]
 fn gelu(x: f32) -> f32 {
     let x = f64::from(x);
-    #[allow(clippy::cast_possible_truncation)]
-    let y = (0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))) as f32;
-    y
+    (0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))) as f32
 }
 
 /// The error function to within 3e-7 (Abramowitz and Stegun 7.1.28), without branches or
@@ -651,7 +645,6 @@ mod tests {
         // Odd sizes exercise every tile and tail: 7 tokens (4 + 2 + 1), 7 outputs (4 + 3),
         // 21 inputs (SIMD vectors and a scalar remainder).
         let (tokens, inputs, outputs) = (7, 21, 7);
-        #[allow(clippy::cast_precision_loss)]
         let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) / 25.0;
         let x: Vec<f32> = (0..tokens * inputs).map(value).collect();
         let weight: Vec<u16> = (0..outputs * inputs)

@@ -116,7 +116,6 @@ impl ConfigError {
 fn checked_threshold(field: ConfigField, value: f64) -> Result<f32, ConfigError> {
     if value.is_finite() && (0.0..=1.0).contains(&value) {
         // In range, so the conversion cannot overflow; it rounds to the nearest f32.
-        #[allow(clippy::cast_possible_truncation)]
         Ok(value as f32)
     } else {
         Err(ConfigError::threshold(field, value))

@@ -122,9 +122,7 @@ impl LexicalIndex {
     }
 
     fn idf(&self, term: &str) -> f32 {
-        #[allow(clippy::cast_precision_loss)]
         let n = self.documents.len() as f32;
-        #[allow(clippy::cast_precision_loss)]
         let df = self.frequency.get(term).copied().unwrap_or(0) as f32;
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
