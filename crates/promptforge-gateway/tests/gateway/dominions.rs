@@ -150,14 +150,7 @@ async fn slots_are_freed_on_error_and_on_disconnect() {
     wait_for(&gw, 0, 0).await;
     // Client disconnect mid-stream: the slot is held while streaming, freed when it goes.
     let body = json!({"model": "reasoning-large", "messages": [{"role": "user", "content": "x"}], "stream": true});
-    let res = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = gw.send("/v1/chat/completions", &body).await;
     let mut stream = res.bytes_stream();
     use futures::StreamExt;
     assert!(String::from_utf8_lossy(&stream.next().await.unwrap().unwrap()).contains("first"));

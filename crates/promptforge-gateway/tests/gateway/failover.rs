@@ -84,15 +84,8 @@ pub fn chat(model: &str) -> Value {
 }
 
 /// Status, the two operations headers and the body.
-pub async fn post_full(gw: &Gateway, body: &Value) -> (u16, Option<String>, Option<f64>, String) {
-    let response = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+pub async fn post_full(gw: &Gateway, body: &Value) -> Full {
+    let response = gw.send("/v1/chat/completions", body).await;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = tokio::time::timeout(Duration::from_secs(30), response.text())
@@ -106,6 +99,23 @@ pub async fn post_full(gw: &Gateway, body: &Value) -> (u16, Option<String>, Opti
         .get("x-promptforge-overhead-ms")
         .map(|v| v.to_str().unwrap().parse::<f64>().unwrap());
     (status, endpoint, overhead, text)
+}
+
+/// What [`post_full`] returns.
+type Full = (u16, Option<String>, Option<f64>, String);
+
+/// [`post_full`] of a one-message chat to `model`, on its own task.
+fn spawn_post(gw: &Arc<Gateway>, model: &'static str) -> tokio::task::JoinHandle<Full> {
+    let gw = Arc::clone(gw);
+    tokio::spawn(async move { post_full(&gw, &chat(model)).await })
+}
+
+/// Waits (bounded) for a [`spawn_post`] task.
+async fn join(task: tokio::task::JoinHandle<Full>) -> Full {
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the request did not finish")
+        .unwrap()
 }
 
 fn content(text: &str) -> String {
@@ -396,10 +406,7 @@ async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
     .await;
     let gw = Arc::new(gw);
     // The first request takes pool's only slot and waits on `a`.
-    let first = {
-        let gw = gw.clone();
-        tokio::spawn(async move { post_full(&gw, &chat("ab")).await })
-    };
+    let first = spawn_post(&gw, "ab");
     assert!(
         eventually(|| chat_posts(&a) == 1).await,
         "the first request never reached a"
@@ -410,10 +417,7 @@ async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
     assert_eq!(endpoint.as_deref(), Some("b"));
     assert_eq!(content(&text), "from b");
     // A model whose only endpoint is `a` queues in pool as its policy says.
-    let queued = {
-        let gw = gw.clone();
-        tokio::spawn(async move { post_full(&gw, &chat("solo")).await })
-    };
+    let queued = spawn_post(&gw, "solo");
     let waiting = eventually_async(|| async {
         let (_, status) = gw.get("/admin/status").await;
         status["dominions"][0]["waiting"] == 1
@@ -421,17 +425,11 @@ async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
     .await;
     assert!(waiting, "the solo request did not queue in pool");
     a.open_gate(2);
-    let (status, endpoint, _, text) = tokio::time::timeout(Duration::from_secs(30), first)
-        .await
-        .unwrap()
-        .unwrap();
+    let (status, endpoint, _, text) = join(first).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(endpoint.as_deref(), Some("a"));
     assert_eq!(content(&text), "slow a");
-    let (status, endpoint, _, text) = tokio::time::timeout(Duration::from_secs(30), queued)
-        .await
-        .unwrap()
-        .unwrap();
+    let (status, endpoint, _, text) = join(queued).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(endpoint.as_deref(), Some("a"));
     assert_eq!(chat_posts(&b), 1);
@@ -452,20 +450,14 @@ async fn a_reject_dominion_on_the_last_endpoint_answers_queue_rejected() {
     )
     .await;
     let gw = Arc::new(gw);
-    let first = {
-        let gw = gw.clone();
-        tokio::spawn(async move { post_full(&gw, &chat("solo")).await })
-    };
+    let first = spawn_post(&gw, "solo");
     assert!(eventually(|| chat_posts(&a) == 1).await);
     let (status, endpoint, _, text) = post_full(&gw, &chat("solo")).await;
     assert_eq!(status, 429, "{text}");
     assert_eq!(code(&text), "queue_rejected");
     assert_eq!(endpoint.as_deref(), Some("a"));
     a.open_gate(1);
-    let (status, _, _, _) = tokio::time::timeout(Duration::from_secs(30), first)
-        .await
-        .unwrap()
-        .unwrap();
+    let (status, _, _, _) = join(first).await;
     assert_eq!(status, 200);
 }
 

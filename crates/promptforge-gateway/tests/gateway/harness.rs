@@ -559,15 +559,19 @@ impl Gateway {
         self.stderr.lock().unwrap().clone()
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let response = self
-            .client
+    /// POSTs `body` as JSON to `path` with the bearer; the response, unread.
+    pub async fn send(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.client
             .post(format!("{}{path}", self.url))
             .bearer_auth(KEY)
             .json(body)
             .send()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self.send(path, body).await;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         (

@@ -440,14 +440,7 @@ async fn chat_streaming_and_embeddings_through_local_children() {
         "max_tokens": 12,
         "stream": true,
     });
-    let response = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&req)
-        .send()
-        .await
-        .unwrap();
+    let response = gw.send("/v1/chat/completions", &req).await;
     assert_eq!(response.status(), 200);
     let text = tokio::time::timeout(Duration::from_secs(120), response.text())
         .await
@@ -1080,14 +1073,7 @@ async fn hold_the_slot(gw: &Gateway, model: &str) -> reqwest::Response {
         "ignore_eos": true,
         "stream": true,
     });
-    let held = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&long)
-        .send()
-        .await
-        .unwrap();
+    let held = gw.send("/v1/chat/completions", &long).await;
     assert_eq!(held.status(), 200);
     held
 }

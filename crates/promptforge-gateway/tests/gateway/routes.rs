@@ -576,14 +576,7 @@ async fn gemma_tool_code_emulation() {
     );
     let mut streaming = request.clone();
     streaming["stream"] = json!(true);
-    let res = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&streaming)
-        .send()
-        .await
-        .unwrap();
+    let res = gw.send("/v1/chat/completions", &streaming).await;
     assert_eq!(res.status(), 200);
     res.text().await.unwrap();
     let mut expected = streaming.clone();

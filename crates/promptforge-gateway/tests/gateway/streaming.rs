@@ -11,14 +11,7 @@ fn stream_request(model: &str) -> Value {
 
 /// Sends a streaming request and returns (status, content-type, data payloads).
 async fn collect(gw: &Gateway, body: &Value) -> (u16, String, Vec<String>) {
-    let res = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let res = gw.send("/v1/chat/completions", body).await;
     let status = res.status().as_u16();
     let content_type = res
         .headers()
@@ -188,13 +181,8 @@ async fn client_disconnect_drops_the_upstream_stream() {
     );
     let (gw, _dir) = Gateway::standard(&upstream).await;
     let res = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&stream_request("reasoning-large"))
-        .send()
-        .await
-        .unwrap();
+        .send("/v1/chat/completions", &stream_request("reasoning-large"))
+        .await;
     let mut body = res.bytes_stream();
     let first = body.next().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("first"));
@@ -240,13 +228,8 @@ async fn shutdown_drains_then_closes_a_stream_that_never_ends() {
     );
     let (mut gw, _dir) = Gateway::standard(&upstream).await;
     let res = gw
-        .client
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&stream_request("reasoning-large"))
-        .send()
-        .await
-        .unwrap();
+        .send("/v1/chat/completions", &stream_request("reasoning-large"))
+        .await;
     let mut body = res.bytes_stream();
     assert!(String::from_utf8_lossy(&body.next().await.unwrap().unwrap()).contains("first"));
     assert_eq!(gw.terminate().await, Some(0));
