@@ -140,6 +140,21 @@ async fn pair() -> (Upstream, Upstream) {
     (a, b)
 }
 
+/// Upstreams `a` (held at a gate, answering "slow a") and `b`, behind a gateway where
+/// endpoint `a` sits in dominion `pool` (one slot; `policy` is the dominion's last line).
+async fn gated_pool(policy: &str) -> (Upstream, Upstream, Arc<Gateway>, ConfigDir) {
+    let (a, b) = pair().await;
+    a.script(
+        "m",
+        Reply::Gated(Box::new(Reply::Json(200, chat_reply("m", "slow a")))),
+    );
+    let tail = format!(
+        "\n[[dominion]]\nid = \"pool\"\nkind = \"remote\"\nmax_concurrency = 1\n{policy}\n"
+    );
+    let (gw, dir) = boot_two(&a, &b, "dominion = \"pool\"", &tail).await;
+    (a, b, Arc::new(gw), dir)
+}
+
 fn chat_posts(upstream: &Upstream) -> usize {
     upstream
         .recorded()
@@ -392,19 +407,7 @@ async fn the_last_endpoint_left_is_tried_even_while_cooling() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
-    let (a, b) = pair().await;
-    a.script(
-        "m",
-        Reply::Gated(Box::new(Reply::Json(200, chat_reply("m", "slow a")))),
-    );
-    let (gw, _dir) = boot_two(
-        &a,
-        &b,
-        "dominion = \"pool\"",
-        "\n[[dominion]]\nid = \"pool\"\nkind = \"remote\"\nmax_concurrency = 1\nmax_queue = 4\n",
-    )
-    .await;
-    let gw = Arc::new(gw);
+    let (a, b, gw, _dir) = gated_pool("max_queue = 4").await;
     // The first request takes pool's only slot and waits on `a`.
     let first = spawn_post(&gw, "ab");
     assert!(
@@ -437,19 +440,7 @@ async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reject_dominion_on_the_last_endpoint_answers_queue_rejected() {
-    let (a, b) = pair().await;
-    a.script(
-        "m",
-        Reply::Gated(Box::new(Reply::Json(200, chat_reply("m", "slow a")))),
-    );
-    let (gw, _dir) = boot_two(
-        &a,
-        &b,
-        "dominion = \"pool\"",
-        "\n[[dominion]]\nid = \"pool\"\nkind = \"remote\"\nmax_concurrency = 1\npolicy = \"reject\"\n",
-    )
-    .await;
-    let gw = Arc::new(gw);
+    let (a, _b, gw, _dir) = gated_pool("policy = \"reject\"").await;
     let first = spawn_post(&gw, "solo");
     assert!(eventually(|| chat_posts(&a) == 1).await);
     let (status, endpoint, _, text) = post_full(&gw, &chat("solo")).await;
