@@ -12,7 +12,6 @@
 //! connection.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,29 +42,48 @@ const REJECT_DEADLINE: Duration = Duration::from_secs(2);
 /// `shutting_down` error before the process exits.
 const FINAL_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves `app` on `listener` until `stop` resolves, then drains: no new connections,
-/// idle ones close, in-flight requests and streams get `limits.drain_timeout`; after it,
-/// `shutdown` fires so each ends with a `shutting_down` error, and they get a short grace
-/// to send it.
-pub(crate) async fn serve(
+/// The connection cap, shared by every listener (one per I/O thread, see
+/// [`crate::serve`]): `max_connections` permits, and a small budget for answering
+/// connections over the cap.
+#[derive(Debug, Clone)]
+pub(crate) struct Gate {
+    permits: Arc<Semaphore>,
+    rejecting: Arc<Semaphore>,
+    max: u32,
+}
+
+impl Gate {
+    /// A gate admitting `max_connections` connections at once.
+    pub(crate) fn new(limits: &ServerLimits) -> Self {
+        let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        Self {
+            permits: Arc::new(Semaphore::new(max as usize)),
+            rejecting: Arc::new(Semaphore::new(MAX_REJECTING)),
+            max,
+        }
+    }
+}
+
+/// Accepts connections on `listener` and serves `app` on each (as tasks of the current
+/// runtime, so a connection never leaves the thread that accepted it) until `closing`
+/// turns `true`; then stops accepting and tells its connections to close once idle. The
+/// connections keep running on the runtime after this returns; [`drain`] waits for them.
+pub(crate) async fn accept_loop(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,
-    stop: impl Future<Output = ()>,
-    shutdown: ShutdownTrigger,
+    gate: Gate,
+    closing: watch::Receiver<bool>,
 ) {
-    let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    let permits = Arc::new(Semaphore::new(max as usize));
-    let rejecting = Arc::new(Semaphore::new(MAX_REJECTING));
-    let (closing_tx, closing) = watch::channel(false);
-    tokio::pin!(stop);
+    let max = gate.max;
+    let mut stop = closing.clone();
     loop {
         tokio::select! {
-            () = &mut stop => break,
+            _ = stop.wait_for(|closing| *closing) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    match permits.clone().try_acquire_owned() {
+                    match gate.permits.clone().try_acquire_owned() {
                         Ok(permit) => {
                             let (app, closing) = (app.clone(), closing.clone());
                             tokio::spawn(async move {
@@ -73,7 +91,7 @@ pub(crate) async fn serve(
                                 drop(permit);
                             });
                         }
-                        Err(_) => match rejecting.clone().try_acquire_owned() {
+                        Err(_) => match gate.rejecting.clone().try_acquire_owned() {
                             Ok(permit) => {
                                 tokio::spawn(async move {
                                     let _ = tokio::time::timeout(REJECT_DEADLINE, reject(stream, max)).await;
@@ -93,9 +111,13 @@ pub(crate) async fn serve(
             },
         }
     }
-    drop(listener);
-    let _ = closing_tx.send(true);
-    let all_closed = permits.acquire_many(max);
+}
+
+/// The drain after every accept loop stopped: idle connections close, in-flight requests
+/// and streams get `limits.drain_timeout`; after it, `shutdown` fires so each ends with a
+/// `shutting_down` error, and they get a short grace to send it.
+pub(crate) async fn drain(gate: &Gate, limits: ServerLimits, shutdown: ShutdownTrigger) {
+    let all_closed = gate.permits.acquire_many(gate.max);
     tokio::pin!(all_closed);
     if tokio::time::timeout(limits.drain_timeout, &mut all_closed)
         .await

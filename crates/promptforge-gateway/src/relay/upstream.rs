@@ -46,11 +46,7 @@ impl AttemptError {
 pub(crate) async fn send_attempt(
     call: UpstreamCall<'_>,
 ) -> Result<reqwest::Response, AttemptError> {
-    let client = if call.streaming {
-        &call.upstream.streaming
-    } else {
-        &call.upstream.buffered
-    };
+    let client = call.upstream.client(call.streaming);
     let mut request = client.post(call.upstream.url(call.path)).json(call.body);
     if let Some(key) = &call.upstream.api_key {
         request = request.bearer_auth(key.expose());
