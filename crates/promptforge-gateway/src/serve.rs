@@ -65,6 +65,7 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
         .transpose()?
         .ok_or_else(|| std::io::Error::other("no socket was bound"))?;
     let limits = booted.limits;
+    let state = booted.state.clone();
     let app = routes::app(booted.state);
     let gate = conn::Gate::new(&limits);
     let (closing_tx, closing) = watch::channel(false);
@@ -79,10 +80,13 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
         ready.push(listening);
         let (app, gate, closing, mut exit) =
             (app.clone(), gate.clone(), closing.clone(), exit.clone());
+        let state = state.clone();
         let handle = std::thread::Builder::new()
             .name(format!("gateway-io-{index}"))
             .spawn(move || {
                 runtime.block_on(async move {
+                    state.warm_thread_clients();
+                    drop(state);
                     // `listen` registers the socket with this thread's runtime.
                     let listener = match socket.listen(BACKLOG) {
                         Ok(listener) => listener,

@@ -473,6 +473,16 @@ fn local_error(file: &Path, err: &LocalError) -> ConfigError {
 }
 
 impl AppState {
+    /// Builds the calling thread's clients for every remote endpoint of the live profile
+    /// now (building one loads the system root certificates, a few milliseconds), so the
+    /// first request on each I/O thread does not pay for it. Endpoints of a later profile,
+    /// and local children, get theirs on first use.
+    pub(crate) fn warm_thread_clients(&self) {
+        for upstream in self.runtime().upstreams.values() {
+            let _ = upstream.client(false);
+        }
+    }
+
     /// The live runtime (cheap: one `Arc` clone under a read lock).
     pub(crate) fn runtime(&self) -> Arc<Runtime> {
         self.inner
