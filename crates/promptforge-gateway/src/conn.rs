@@ -12,7 +12,6 @@
 //! connection.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,29 +42,48 @@ const REJECT_DEADLINE: Duration = Duration::from_secs(2);
 /// `shutting_down` error before the process exits.
 const FINAL_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves `app` on `listener` until `stop` resolves, then drains: no new connections,
-/// idle ones close, in-flight requests and streams get `limits.drain_timeout`; after it,
-/// `shutdown` fires so each ends with a `shutting_down` error, and they get a short grace
-/// to send it.
-pub(crate) async fn serve(
+/// The connection cap, shared by every listener (one per I/O thread, see
+/// [`crate::serve`]): `max_connections` permits, and a small budget for answering
+/// connections over the cap.
+#[derive(Debug, Clone)]
+pub(crate) struct Gate {
+    permits: Arc<Semaphore>,
+    rejecting: Arc<Semaphore>,
+    max: u32,
+}
+
+impl Gate {
+    /// A gate admitting `max_connections` connections at once.
+    pub(crate) fn new(limits: &ServerLimits) -> Self {
+        let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        Self {
+            permits: Arc::new(Semaphore::new(max as usize)),
+            rejecting: Arc::new(Semaphore::new(MAX_REJECTING)),
+            max,
+        }
+    }
+}
+
+/// Accepts connections on `listener` and serves `app` on each (as tasks of the current
+/// runtime, so a connection never leaves the thread that accepted it) until `closing`
+/// turns `true`; then stops accepting and tells its connections to close once idle. The
+/// connections keep running on the runtime after this returns; [`drain`] waits for them.
+pub(crate) async fn accept_loop(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,
-    stop: impl Future<Output = ()>,
-    shutdown: ShutdownTrigger,
+    gate: Gate,
+    closing: watch::Receiver<bool>,
 ) {
-    let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    let permits = Arc::new(Semaphore::new(max as usize));
-    let rejecting = Arc::new(Semaphore::new(MAX_REJECTING));
-    let (closing_tx, closing) = watch::channel(false);
-    tokio::pin!(stop);
+    let max = gate.max;
+    let mut stop = closing.clone();
     loop {
         tokio::select! {
-            () = &mut stop => break,
+            _ = stop.wait_for(|closing| *closing) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    match permits.clone().try_acquire_owned() {
+                    match gate.permits.clone().try_acquire_owned() {
                         Ok(permit) => {
                             let (app, closing) = (app.clone(), closing.clone());
                             tokio::spawn(async move {
@@ -73,7 +91,7 @@ pub(crate) async fn serve(
                                 drop(permit);
                             });
                         }
-                        Err(_) => match rejecting.clone().try_acquire_owned() {
+                        Err(_) => match gate.rejecting.clone().try_acquire_owned() {
                             Ok(permit) => {
                                 tokio::spawn(async move {
                                     let _ = tokio::time::timeout(REJECT_DEADLINE, reject(stream, max)).await;
@@ -93,9 +111,13 @@ pub(crate) async fn serve(
             },
         }
     }
-    drop(listener);
-    let _ = closing_tx.send(true);
-    let all_closed = permits.acquire_many(max);
+}
+
+/// The drain after every accept loop stopped: idle connections close, in-flight requests
+/// and streams get `limits.drain_timeout`; after it, `shutdown` fires so each ends with a
+/// `shutting_down` error, and they get a short grace to send it.
+pub(crate) async fn drain(gate: &Gate, limits: ServerLimits, shutdown: ShutdownTrigger) {
+    let all_closed = gate.permits.acquire_many(gate.max);
     tokio::pin!(all_closed);
     if tokio::time::timeout(limits.drain_timeout, &mut all_closed)
         .await
@@ -155,7 +177,7 @@ async fn serve_connection(
     limits: ServerLimits,
     mut closing: watch::Receiver<bool>,
 ) {
-    let tracker = Arc::new(Tracker::new());
+    let tracker = Arc::new(Tracker::new(limits));
     let io = TokioIo::new(Watched::new(
         stream,
         tracker.clone(),
@@ -187,7 +209,7 @@ async fn serve_connection(
     tokio::pin!(conn);
     let mut graceful = false;
     loop {
-        let deadline = tracker.deadline(&limits);
+        let deadline = tracker.arm();
         tokio::select! {
             _ = conn.as_mut() => return,
             changed = closing.wait_for(|closing| *closing), if !graceful => {
@@ -197,7 +219,7 @@ async fn serve_connection(
             }
             () = tracker.changed.notified() => {}
             () = sleep_until(deadline) => {
-                if tracker.expired(&limits) {
+                if tracker.expired() {
                     // Dropping the connection closes the socket.
                     return;
                 }
@@ -231,6 +253,32 @@ struct TrackState {
     in_flight: usize,
     /// Since when a write has been waiting for the client to read.
     write_stalled: Option<Instant>,
+    /// The deadline the connection's timer sleeps until (`None`: no timer). A change that
+    /// moves the deadline later does not wake the timer: it fires at the old one, finds
+    /// nothing expired and sleeps again until the new one. Only a change that moves the
+    /// deadline earlier wakes it, so a request served in time costs no timer wake-up.
+    armed: Option<Instant>,
+}
+
+impl TrackState {
+    fn deadline(&self, limits: &ServerLimits) -> Option<Instant> {
+        let phase = match self.phase {
+            Phase::Head => Some(self.since + limits.header_read_timeout),
+            Phase::Idle => Some(self.since + limits.keep_alive_timeout),
+            Phase::Busy => None,
+        };
+        let write = self.write_stalled.map(|since| since + limits.write_timeout);
+        match (phase, write) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the deadline is now earlier than the one the timer sleeps until.
+    fn needs_wake(&self, limits: &ServerLimits) -> bool {
+        self.deadline(limits)
+            .is_some_and(|deadline| self.armed.is_none_or(|armed| deadline < armed))
+    }
 }
 
 /// One connection's phase, shared by its IO, its service and its timer.
@@ -238,18 +286,21 @@ struct TrackState {
 struct Tracker {
     state: Mutex<TrackState>,
     changed: Notify,
+    limits: ServerLimits,
 }
 
 impl Tracker {
-    fn new() -> Self {
+    fn new(limits: ServerLimits) -> Self {
         Self {
             state: Mutex::new(TrackState {
                 phase: Phase::Head,
                 since: Instant::now(),
                 in_flight: 0,
                 write_stalled: None,
+                armed: None,
             }),
             changed: Notify::new(),
+            limits,
         }
     }
 
@@ -260,46 +311,52 @@ impl Tracker {
 
     /// Bytes arrived: an idle connection starts reading a request head.
     fn on_read(&self) {
-        let started = self.with(|s| {
-            let idle = s.phase == Phase::Idle;
-            if idle {
-                s.phase = Phase::Head;
-                s.since = Instant::now();
+        let wake = self.with(|s| {
+            if s.phase != Phase::Idle {
+                return false;
             }
-            idle
+            s.phase = Phase::Head;
+            s.since = Instant::now();
+            s.needs_wake(&self.limits)
         });
-        if started {
+        if wake {
             self.changed.notify_one();
         }
     }
 
     /// A request head was parsed; the returned guard ends the request when dropped.
     fn begin(self: &Arc<Self>) -> BusyGuard {
-        self.with(|s| {
+        let wake = self.with(|s| {
             s.in_flight += 1;
             s.phase = Phase::Busy;
+            s.needs_wake(&self.limits)
         });
-        self.changed.notify_one();
+        if wake {
+            self.changed.notify_one();
+        }
         BusyGuard(self.clone())
     }
 
     fn end(&self) {
-        self.with(|s| {
+        let wake = self.with(|s| {
             s.in_flight = s.in_flight.saturating_sub(1);
             if s.in_flight == 0 {
                 s.phase = Phase::Idle;
                 s.since = Instant::now();
             }
+            s.needs_wake(&self.limits)
         });
-        self.changed.notify_one();
+        if wake {
+            self.changed.notify_one();
+        }
     }
 
     /// A write could not proceed (`true`) or did (`false`).
     fn on_write(&self, stalled: bool) {
-        let started = self.with(|s| match (stalled, s.write_stalled) {
+        let wake = self.with(|s| match (stalled, s.write_stalled) {
             (true, None) => {
                 s.write_stalled = Some(Instant::now());
-                true
+                s.needs_wake(&self.limits)
             }
             (false, Some(_)) => {
                 s.write_stalled = None;
@@ -307,28 +364,21 @@ impl Tracker {
             }
             _ => false,
         });
-        if started {
+        if wake {
             self.changed.notify_one();
         }
     }
 
-    fn deadline(&self, limits: &ServerLimits) -> Option<Instant> {
+    /// The current deadline, which the timer now sleeps until.
+    fn arm(&self) -> Option<Instant> {
         self.with(|s| {
-            let phase = match s.phase {
-                Phase::Head => Some(s.since + limits.header_read_timeout),
-                Phase::Idle => Some(s.since + limits.keep_alive_timeout),
-                Phase::Busy => None,
-            };
-            let write = s.write_stalled.map(|since| since + limits.write_timeout);
-            match (phase, write) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            s.armed = s.deadline(&self.limits);
+            s.armed
         })
     }
 
-    fn expired(&self, limits: &ServerLimits) -> bool {
-        self.deadline(limits)
+    fn expired(&self) -> bool {
+        self.with(|s| s.deadline(&self.limits))
             .is_some_and(|deadline| Instant::now() >= deadline)
     }
 }

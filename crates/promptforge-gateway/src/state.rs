@@ -1,7 +1,9 @@
 //! Live state: the active profile's routing table, swapped atomically on a profile switch.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::admission::Admission;
@@ -37,17 +39,39 @@ pub(crate) struct Upstream {
     pub max_stream_event_bytes: usize,
     /// How long failover skips the endpoint after it failed.
     pub failover_cooldown: std::time::Duration,
+    /// Tells this endpoint's per-thread clients apart in [`THREAD_CLIENTS`].
+    key: u64,
+    /// `connect_timeout`, for the per-thread clients.
+    connect_timeout: std::time::Duration,
+    /// `timeout`, for the per-thread buffered client.
+    timeout: std::time::Duration,
+}
+
+/// Most endpoints' clients one thread keeps (the cache is emptied past this, e.g. after
+/// many profile switches, and refilled on use).
+const MAX_THREAD_CLIENTS: usize = 256;
+
+/// Source of [`Upstream::key`].
+static NEXT_UPSTREAM_KEY: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Each I/O thread's own clients (buffered, streaming) per endpoint key, so an upstream
+    /// connection lives on the runtime of the thread whose requests use it.
+    static THREAD_CLIENTS: RefCell<HashMap<u64, (reqwest::Client, reqwest::Client)>> =
+        RefCell::new(HashMap::new());
+}
+
+fn client_builder(connect_timeout: std::time::Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .pool_idle_timeout(std::time::Duration::from_secs(90))
 }
 
 impl Upstream {
     /// Builds the two clients of `endpoint`.
     pub(crate) fn new(endpoint: &EndpointConfig) -> Result<Self, reqwest::Error> {
-        let base = || {
-            reqwest::Client::builder()
-                .connect_timeout(endpoint.connect_timeout)
-                .tcp_nodelay(true)
-                .pool_idle_timeout(std::time::Duration::from_secs(90))
-        };
+        let base = || client_builder(endpoint.connect_timeout);
         Ok(Self {
             id: endpoint.id.clone(),
             base_url: endpoint.base_url.clone(),
@@ -59,6 +83,43 @@ impl Upstream {
             max_response_bytes: endpoint.max_response_bytes,
             max_stream_event_bytes: endpoint.max_stream_event_bytes,
             failover_cooldown: endpoint.failover_cooldown,
+            key: NEXT_UPSTREAM_KEY.fetch_add(1, Ordering::Relaxed),
+            connect_timeout: endpoint.connect_timeout,
+            timeout: endpoint.timeout,
+        })
+    }
+
+    /// The client for a buffered (`streaming == false`) or streaming request, owned by the
+    /// calling thread: each I/O thread has its own connection pool, whose connections are
+    /// tasks of that thread's runtime, so a request never waits on another thread. Falls
+    /// back to the shared clients if a per-thread one cannot be built.
+    pub(crate) fn client(&self, streaming: bool) -> reqwest::Client {
+        let pick = |clients: &(reqwest::Client, reqwest::Client)| {
+            if streaming {
+                clients.1.clone()
+            } else {
+                clients.0.clone()
+            }
+        };
+        THREAD_CLIENTS.with_borrow_mut(|cache| {
+            if let Some(clients) = cache.get(&self.key) {
+                return pick(clients);
+            }
+            let built = client_builder(self.connect_timeout)
+                .timeout(self.timeout)
+                .build()
+                .and_then(|buffered| Ok((buffered, client_builder(self.connect_timeout).build()?)));
+            match built {
+                Ok(clients) => {
+                    if cache.len() >= MAX_THREAD_CLIENTS {
+                        cache.clear();
+                    }
+                    let client = pick(&clients);
+                    cache.insert(self.key, clients);
+                    client
+                }
+                Err(_) => pick(&(self.buffered.clone(), self.streaming.clone())),
+            }
         })
     }
 
@@ -412,6 +473,16 @@ fn local_error(file: &Path, err: &LocalError) -> ConfigError {
 }
 
 impl AppState {
+    /// Builds the calling thread's clients for every remote endpoint of the live profile
+    /// now (building one loads the system root certificates, a few milliseconds), so the
+    /// first request on each I/O thread does not pay for it. Endpoints of a later profile,
+    /// and local children, get theirs on first use.
+    pub(crate) fn warm_thread_clients(&self) {
+        for upstream in self.runtime().upstreams.values() {
+            let _ = upstream.client(false);
+        }
+    }
+
     /// The live runtime (cheap: one `Arc` clone under a read lock).
     pub(crate) fn runtime(&self) -> Arc<Runtime> {
         self.inner

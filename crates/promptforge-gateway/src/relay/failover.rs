@@ -18,15 +18,14 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use futures::StreamExt;
-use serde_json::{Map, Value};
 
 use crate::admission::{self, Permit};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, Trace};
 use crate::relay::sse::UpstreamBytes;
 use crate::relay::{
-    AttemptError, Capped, UpstreamCall, parse_json_object, read_capped, send_attempt,
-    timeout_error, transport_error,
+    AttemptError, Capped, Payload, UpstreamCall, read_capped, send_attempt, timeout_error,
+    transport_error,
 };
 use crate::state::{Route, Upstream};
 
@@ -69,7 +68,7 @@ pub(crate) struct Attempt<'a> {
     pub path: &'a str,
     /// The JSON body (the same for every endpoint: the backend's model string is the
     /// model's, not the endpoint's).
-    pub body: &'a Map<String, Value>,
+    pub body: Payload<'a>,
     /// A streaming request.
     pub streaming: bool,
     /// Map 404/405/501 to `model_unavailable`.
@@ -91,8 +90,9 @@ pub(crate) struct Observers<'a> {
 
 /// What the answering endpoint sent.
 pub(crate) enum Answer {
-    /// A buffered request: the whole body, parsed (its slot is already released).
-    Buffered(Map<String, Value>),
+    /// A buffered request: the whole body as received (its slot is already released);
+    /// the route parses it (see [`parse_json_object`]).
+    Buffered(Vec<u8>),
     /// A stream: the body from its first chunk on, and the slot it holds.
     Stream(UpstreamBytes, Option<Permit>),
 }
@@ -100,7 +100,7 @@ pub(crate) enum Answer {
 impl std::fmt::Debug for Answer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Buffered(map) => f.debug_tuple("Buffered").field(map).finish(),
+            Self::Buffered(bytes) => f.debug_tuple("Buffered").field(&bytes.len()).finish(),
             Self::Stream(_, permit) => f.debug_tuple("Stream").field(permit).finish(),
         }
     }
@@ -179,7 +179,7 @@ pub(crate) async fn send<'a>(
                 let answer = match body {
                     Body::Whole(bytes) => {
                         drop(permit);
-                        Answer::Buffered(parse_json_object(route.upstream, &bytes)?)
+                        Answer::Buffered(bytes)
                     }
                     Body::Stream(stream) => Answer::Stream(stream, permit),
                 };

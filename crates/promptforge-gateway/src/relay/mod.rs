@@ -4,8 +4,8 @@ pub(crate) mod failover;
 pub(crate) mod sse;
 mod upstream;
 
-pub(crate) use upstream::UpstreamCall;
 pub(crate) use upstream::{
     AttemptError, Capped, parse_json_object, read_capped, send_attempt, timeout_error,
     transport_error,
 };
+pub(crate) use upstream::{Payload, UpstreamCall};

@@ -1,10 +1,21 @@
 //! Sending one request upstream and mapping every failure to an [`ApiError`].
 
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::state::Upstream;
+
+/// The JSON body of an outgoing request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// An object, serialised for each attempt.
+    Json(&'a Map<String, Value>),
+    /// Bytes that already are the JSON text to send (e.g. the caller's body with only the
+    /// model rewritten).
+    Raw(&'a Bytes),
+}
 
 /// One outgoing request.
 #[derive(Debug, Clone, Copy)]
@@ -14,7 +25,7 @@ pub(crate) struct UpstreamCall<'a> {
     /// Path below the base URL, e.g. `/chat/completions`.
     pub path: &'a str,
     /// The JSON body.
-    pub body: &'a Map<String, Value>,
+    pub body: Payload<'a>,
     /// Use the connect-timeout-only client.
     pub streaming: bool,
     /// Map "this upstream has no such route" (404, 405, 501) to 400 `model_unavailable`.
@@ -46,12 +57,17 @@ impl AttemptError {
 pub(crate) async fn send_attempt(
     call: UpstreamCall<'_>,
 ) -> Result<reqwest::Response, AttemptError> {
-    let client = if call.streaming {
-        &call.upstream.streaming
-    } else {
-        &call.upstream.buffered
+    let client = call.upstream.client(call.streaming);
+    let request = client.post(call.upstream.url(call.path));
+    let mut request = match call.body {
+        Payload::Json(body) => request.json(body),
+        Payload::Raw(bytes) => request
+            .header(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )
+            .body(bytes.clone()),
     };
-    let mut request = client.post(call.upstream.url(call.path)).json(call.body);
     if let Some(key) = &call.upstream.api_key {
         request = request.bearer_auth(key.expose());
     }

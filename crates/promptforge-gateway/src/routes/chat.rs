@@ -1,6 +1,6 @@
 //! `POST /v1/chat/completions`, buffered and streaming.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -8,17 +8,19 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{RawBody, client_header, lookup, parse_body, send_failover};
+use super::chat_fast::{FastReply, FastRequest};
+use super::{RawBody, body_bytes, client_header, lookup, parse_json, send_failover};
 use crate::config::{ModelBackend, ModelKind, ToolDialect};
 use crate::dialect::gemma;
 use crate::error::ApiError;
 use crate::metrics::{Trace, UsageTap};
 use crate::relay::failover::{self, Answer};
 use crate::relay::sse;
+use crate::relay::{Payload, parse_json_object};
 use crate::state::AppState;
 
 /// Roles a message may carry.
-const ROLES: [&str; 6] = [
+pub(super) const ROLES: [&str; 6] = [
     "system",
     "user",
     "assistant",
@@ -89,39 +91,68 @@ pub(super) async fn chat_completions(
     headers: HeaderMap,
     body: RawBody,
 ) -> Result<Response, ApiError> {
-    let request: ChatRequest = parse_body(body)?;
-    let caller_model = validate(&request)?.to_owned();
+    let bytes = body_bytes(body)?;
+    // The plain case skips the JSON tree both ways (see `chat_fast`); anything else, and
+    // tool-call emulation, takes the general path below.
+    let fast = FastRequest::parse(&bytes);
+    let mut general = None;
+    let (caller_model, streaming) = match &fast {
+        Some(fast) => (fast.model.clone(), fast.streaming),
+        None => {
+            let request: ChatRequest = parse_json(&bytes)?;
+            let model = validate(&request)?.to_owned();
+            let streaming = request.stream == Some(true);
+            general = Some(request);
+            (model, streaming)
+        }
+    };
     let runtime = state.runtime();
     let model = lookup(&runtime, &caller_model, ModelKind::Chat)?;
     let upstream_model = match &model.backend {
         ModelBackend::Remote { upstream, .. } => upstream.as_str(),
         ModelBackend::Local(_) => model.name.as_str(),
     };
-
-    let streaming = request.stream == Some(true);
-    let mut out = request.rest;
-    out.insert("model".into(), Value::String(upstream_model.to_owned()));
-    out.insert("messages".into(), request.messages);
-    if let Some(stream) = request.stream {
-        out.insert("stream".into(), Value::Bool(stream));
-    }
-    if let Some(default) = model.default_max_tokens
-        && !out.contains_key("max_tokens")
-        && !out.contains_key("max_completion_tokens")
-    {
-        out.insert("max_tokens".into(), json!(default));
-    }
     let emulate = model.tool_dialect == ToolDialect::Gemma3ToolCode && !streaming;
-    let emulated_tools = if emulate {
-        gemma::outbound(&mut out)?
-    } else {
-        false
-    };
+
+    let mut raw_out = None;
+    let mut out = Map::new();
+    let mut emulated_tools = false;
+    match fast.as_ref().filter(|_| !emulate) {
+        Some(fast) => {
+            raw_out = Some(Bytes::from(
+                fast.outgoing(upstream_model, model.default_max_tokens),
+            ));
+        }
+        None => {
+            let request = match general {
+                Some(request) => request,
+                None => parse_json(&bytes)?,
+            };
+            out = request.rest;
+            out.insert("model".into(), Value::String(upstream_model.to_owned()));
+            out.insert("messages".into(), request.messages);
+            if let Some(stream) = request.stream {
+                out.insert("stream".into(), Value::Bool(stream));
+            }
+            if let Some(default) = model.default_max_tokens
+                && !out.contains_key("max_tokens")
+                && !out.contains_key("max_completion_tokens")
+            {
+                out.insert("max_tokens".into(), json!(default));
+            }
+            if emulate {
+                emulated_tools = gemma::outbound(&mut out)?;
+            }
+        }
+    }
 
     let attempt = failover::Attempt {
         model: &model.name,
         path: "/chat/completions",
-        body: &out,
+        body: match &raw_out {
+            Some(raw) => Payload::Raw(raw),
+            None => Payload::Json(&out),
+        },
         streaming,
         capability_route: false,
         client: client_header(&headers),
@@ -131,7 +162,7 @@ pub(super) async fn chat_completions(
     let answered = send_failover(&state, &runtime, model, &trace, attempt).await?;
     let upstream = answered.upstream;
 
-    let mut reply = match answered.answer {
+    let bytes = match answered.answer {
         Answer::Stream(body, permit) => {
             let settings = sse::StreamSettings {
                 endpoint: upstream.id.clone(),
@@ -150,8 +181,23 @@ pub(super) async fn chat_completions(
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             return Ok(reply);
         }
-        Answer::Buffered(reply) => reply,
+        Answer::Buffered(bytes) => bytes,
     };
+    if !emulated_tools && let Some(fast) = FastReply::parse(&bytes) {
+        if let Some(usage) = &fast.usage {
+            state.metrics().usage(&model.name, usage);
+        }
+        let body = fast.with_model(&caller_model);
+        return Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response());
+    }
+    let mut reply = parse_json_object(upstream, &bytes)?;
     if !reply.get("choices").is_some_and(Value::is_array) {
         return Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered a chat completion without a choices array",

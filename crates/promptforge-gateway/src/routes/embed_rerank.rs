@@ -10,6 +10,7 @@ use crate::config::{ModelBackend, ModelKind};
 use crate::error::ApiError;
 use crate::metrics::Trace;
 use crate::relay::failover::{self, Answer};
+use crate::relay::{Payload, parse_json_object};
 use crate::state::AppState;
 
 /// Embeddings: `input` is a string or an array of strings; `encoding_format` is float or
@@ -124,19 +125,20 @@ async fn forward(
     let attempt = failover::Attempt {
         model: &model.name,
         path,
-        body: &request,
+        body: Payload::Json(&request),
         streaming: false,
         capability_route: true,
         client: client_header(headers),
     };
     let answered = send_failover(state, &runtime, model, trace, attempt).await?;
     let upstream = answered.upstream;
-    let Answer::Buffered(mut reply) = answered.answer else {
+    let Answer::Buffered(bytes) = answered.answer else {
         return Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered a stream to a buffered request",
             upstream.id
         )));
     };
+    let mut reply = parse_json_object(upstream, &bytes)?;
     if !reply.get(payload).is_some_and(Value::is_array) {
         return Err(ApiError::upstream_protocol(format!(
             "endpoint {} answered without a {payload} array",

@@ -3,6 +3,7 @@
 mod admin;
 mod catalog;
 mod chat;
+mod chat_fast;
 mod embed_rerank;
 #[cfg(test)]
 mod tests;
@@ -132,15 +133,24 @@ type RawBody = Result<Bytes, BytesRejection>;
 
 /// Parses a JSON request body, answering every failure with an envelope.
 fn parse_body<T: DeserializeOwned>(body: RawBody) -> Result<T, ApiError> {
-    let body = body.map_err(|rejection| {
+    parse_json(&body_bytes(body)?)
+}
+
+/// The request body's bytes, or the envelope for axum's rejection.
+fn body_bytes(body: RawBody) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
         let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ErrorCode::PayloadTooLarge
         } else {
             ErrorCode::InvalidRequest
         };
         ApiError::new(code, rejection.body_text())
-    })?;
-    serde_json::from_slice(&body)
+    })
+}
+
+/// Parses a JSON request body's bytes (400 `invalid_request` naming the problem).
+fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
         .map_err(|err| ApiError::invalid_request(format!("invalid JSON body: {err}")))
 }
 

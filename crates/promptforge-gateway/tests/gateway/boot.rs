@@ -710,3 +710,22 @@ async fn config_errors_name_files_as_the_user_gave_them() {
         "an absolute path the user never typed: {stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_port_held_by_another_listener_is_a_startup_error() {
+    // The gateway's listeners share their address with each other (SO_REUSEPORT, one per
+    // I/O thread) but not with a socket that did not opt in.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let dir = ConfigDir::new();
+    let boot = standard_boot("http://127.0.0.1:9").replacen(
+        "bind = \"127.0.0.1:0\"",
+        &format!("bind = \"{addr}\""),
+        1,
+    );
+    dir.write("gateway.toml", &boot);
+    dir.write("profiles/main.toml", MAIN_PROFILE);
+    let stderr = boot_failure(&dir, "main").await;
+    assert!(stderr.contains(&format!("cannot bind {addr}")), "{stderr}");
+    drop(held);
+}
