@@ -3,9 +3,9 @@
 //! The endpoints are tried in the configured order. Until the first byte of an answer is
 //! committed to the client (a buffered request: the whole upstream body has been read; a
 //! stream: the first upstream body chunk has arrived; on the last endpoint a stream is
-//! committed at its response head, as there is nothing left to try), a transport failure or timeout, a
-//! 5xx or a 429 moves the request to the next endpoint; any other error (a 4xx the
-//! caller caused) is returned at once. When every endpoint failed, the caller gets the
+//! committed at its response head, as there is nothing left to try), a transport failure
+//! or timeout, a 5xx or a 429 moves the request to the next endpoint; any other error (a
+//! 4xx the caller caused) is returned at once. When every endpoint failed, the caller gets the
 //! last error. An endpoint that failed that way is skipped for its `failover_cooldown`
 //! unless no endpoint after it is out of cooldown (so a cooldown alone never turns a
 //! request away). Each attempt passes its own endpoint's dominion admission: an endpoint
