@@ -7,9 +7,7 @@ mod support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::{
-    Catalog, Knobs, MCP_KEY, Server, Upstream, binary, free_port, standard_prompts, write_config,
-};
+use support::{Catalog, Knobs, MCP_KEY, Server, Upstream, binary, standard_prompts, write_config};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 async fn output(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
@@ -172,16 +170,9 @@ async fn http_checks_bearer_host_and_origin_on_every_request() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start().await;
     standard_prompts(dir.path());
-    let port = free_port();
-    let config = write_config(
-        dir.path(),
-        &upstream.url,
-        &Knobs {
-            bind: format!("127.0.0.1:{port}"),
-            ..Knobs::default()
-        },
-    );
-    let server = Server::http(&config, port).await;
+    let config = write_config(dir.path(), &upstream.url, &Knobs::default());
+    let server = Server::http(&config).await;
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
     let client = reqwest::Client::new();
     let mcp = format!("{}/mcp", server.url);
     let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

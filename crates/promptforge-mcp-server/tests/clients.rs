@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use support::{
-    Knobs, MCP_KEY, Server, Upstream, binary, free_port, repo, skip, standard_prompts, write_config,
+    Knobs, MCP_KEY, Server, Upstream, binary, repo, skip, standard_prompts, write_config,
 };
 
 fn tool(name: &str) -> Option<PathBuf> {
@@ -54,16 +54,8 @@ async fn claude_code_lists_both_attachments_as_connected() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start().await;
     standard_prompts(dir.path());
-    let port = free_port();
-    let config = write_config(
-        dir.path(),
-        &upstream.url,
-        &Knobs {
-            bind: format!("127.0.0.1:{port}"),
-            ..Knobs::default()
-        },
-    );
-    let server = Server::http(&config, port).await;
+    let config = write_config(dir.path(), &upstream.url, &Knobs::default());
+    let server = Server::http(&config).await;
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let config = config.to_str().unwrap();
@@ -125,15 +117,7 @@ async fn the_inspector_cli_lists_tools_and_runs_a_prompt() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start().await;
     standard_prompts(dir.path());
-    let port = free_port();
-    let config = write_config(
-        dir.path(),
-        &upstream.url,
-        &Knobs {
-            bind: format!("127.0.0.1:{port}"),
-            ..Knobs::default()
-        },
-    );
+    let config = write_config(dir.path(), &upstream.url, &Knobs::default());
     let home = tempfile::tempdir().unwrap();
     let c = config.to_str().unwrap();
     let stdio = ["--cli", binary(), "serve", "--stdio", c];
@@ -172,7 +156,7 @@ async fn the_inspector_cli_lists_tools_and_runs_a_prompt() {
         "{text}"
     );
 
-    let server = Server::http(&config, port).await;
+    let server = Server::http(&config).await;
     let url = format!("{}/mcp", server.url);
     let bearer = format!("Authorization: Bearer {MCP_KEY}");
     let http = [

@@ -5,8 +5,8 @@
 mod support;
 
 use support::{
-    Knobs, Server, Upstream, free_port, http_target, python, scenario, skip, standard_prompts,
-    stdio_target, write_config,
+    Knobs, Server, Upstream, http_target, python, scenario, skip, standard_prompts, stdio_target,
+    write_config,
 };
 
 const NO_VENV: &str =
@@ -46,18 +46,13 @@ async fn over_stdio(
 }
 
 /// Runs the Python `scenario` once per connection `mode` against one server over
-/// streamable HTTP on a free loopback port, then stops it (it must exit 0).
+/// streamable HTTP on a loopback port the server picks, then stops it (it must exit 0).
 async fn over_http(name: &str, modes: &[&str], knobs: Knobs) {
     if python().is_none() {
         return skip(NO_VENV);
     }
-    let port = free_port();
-    let knobs = Knobs {
-        bind: format!("127.0.0.1:{port}"),
-        ..knobs
-    };
     let (dir, upstream, config) = fixture(&knobs).await;
-    let server = Server::http(&config, port).await;
+    let server = Server::http(&config).await;
     for mode in modes {
         scenario(
             name,

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Server, binary, free_port, python, repo, skip};
+use support::{Server, binary, python, repo, skip};
 
 /// The fenced blocks (info string, body) of the README section titled `heading`.
 fn blocks(heading: &str) -> Vec<(String, String)> {
@@ -118,26 +118,25 @@ async fn the_cursor_snippet_reaches_the_shipped_server() {
     if python().is_none() {
         return skip(".venv/bin/python is missing: run scripts/test.sh");
     }
-    // The shipped files, with one change: a free port instead of 9310, since tests run in
-    // parallel on shared machines. The snippet's URL gets the same port.
+    // The shipped files, with one change: port 0 (the server picks a free one) instead of
+    // 9310, since tests run in parallel on shared machines. The snippet's URL gets the
+    // port the server bound.
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let prompts = std::fs::canonicalize(repo().join("prompts")).unwrap();
     let shipped = std::fs::read_to_string(repo().join("prompts.toml")).unwrap();
     assert!(shipped.contains("bind = \"127.0.0.1:9310\""));
     assert!(shipped.contains("prompts = \"prompts\""));
-    let text = shipped
-        .replace("127.0.0.1:9310", &format!("127.0.0.1:{port}"))
-        .replace(
-            "prompts = \"prompts\"",
-            &format!("prompts = \"{}\"", prompts.display()),
-        );
+    let text = shipped.replace("127.0.0.1:9310", "127.0.0.1:0").replace(
+        "prompts = \"prompts\"",
+        &format!("prompts = \"{}\"", prompts.display()),
+    );
     std::fs::write(dir.path().join("prompts.toml"), text).unwrap();
     std::fs::copy(repo().join("prompts.env"), dir.path().join("prompts.env")).unwrap();
-    let server = Server::http(&dir.path().join("prompts.toml"), port).await;
+    let server = Server::http(&dir.path().join("prompts.toml")).await;
+    let bound = server.url.trim_start_matches("http://");
     let text = serde_json::to_string(&entry)
         .unwrap()
-        .replace("127.0.0.1:9310", &format!("127.0.0.1:{port}"));
+        .replace("127.0.0.1:9310", bound);
     smoke(&serde_json::from_str(&text).unwrap(), &path_with_binary()).await;
     assert!(server.terminate().await.success());
 }

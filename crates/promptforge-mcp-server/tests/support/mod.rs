@@ -286,12 +286,6 @@ pub fn python() -> Option<PathBuf> {
     python.exists().then_some(python)
 }
 
-/// A free loopback port (bound, then released).
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// A server process, killed on drop.
 pub struct Server {
     /// The child.
@@ -301,18 +295,39 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `serve <config>` over HTTP on `port` and waits (bounded) for `/healthz`.
-    pub async fn http(config: &Path, port: u16) -> Self {
-        let child = tokio::process::Command::new(binary())
+    /// Starts `serve <config>` over HTTP (the config binds port 0), learns the bound
+    /// address from the server's "serving MCP at" log line, and waits (bounded) for
+    /// `/healthz`. The server's log is passed on to this process's stderr.
+    pub async fn http(config: &Path) -> Self {
+        use tokio::io::AsyncBufReadExt;
+
+        let mut child = tokio::process::Command::new(binary())
             .args(["serve"])
             .arg(config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let url = format!("http://127.0.0.1:{port}");
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let (found, address) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut found = Some(found);
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+                if let Some(rest) = line.split("serving MCP at ").nth(1)
+                    && let Some(url) = rest.trim().strip_suffix("/mcp")
+                    && let Some(found) = found.take()
+                {
+                    let _ = found.send(url.to_owned());
+                }
+            }
+        });
+        let url = tokio::time::timeout(Duration::from_secs(60), address)
+            .await
+            .expect("the server did not say where it serves within 60 s")
+            .expect("the server exited before serving (its log is above)");
         let client = reqwest::Client::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
