@@ -714,6 +714,41 @@ impl Live {
         );
     }
 
+    /// Waits (bounded) until `upstream` has received at least `count` requests.
+    async fn wait_requests(&self, upstream: &Upstream, count: usize) {
+        let arrived = tokio::time::timeout(WAIT, async {
+            while upstream.requests().len() < count {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(arrived.is_ok(), "{}", self.stderr().join("\n"));
+    }
+
+    /// Sends Ctrl-C and waits for the exit; returns the exit code, stderr (once its
+    /// `summary:` line has arrived, bounded) and stdout.
+    async fn interrupted(self) -> (Option<i32>, String, Vec<String>) {
+        self.interrupt();
+        let stderr = Arc::clone(&self.stderr);
+        let stdout = Arc::clone(&self.stdout);
+        let code = self.exit_code().await;
+        // Give the collectors a moment to drain the closed pipes (bounded).
+        for _ in 0..50 {
+            if stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("summary:"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let stderr = stderr.lock().unwrap().join("\n");
+        let stdout = stdout.lock().unwrap().clone();
+        (code, stderr, stdout)
+    }
+
     fn interrupt(&self) {
         let pid = self.child.id().unwrap().to_string();
         let status = std::process::Command::new("kill")
@@ -831,33 +866,12 @@ async fn ctrl_c_cancels_a_running_prompt_dumps_it_and_exits_130() {
         ),
     );
     let live = Live::spawn(dir.path(), &["p.md"], &upstream);
-    let arrived = tokio::time::timeout(WAIT, async {
-        while upstream.requests().is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(arrived.is_ok(), "{}", live.stderr().join("\n"));
-    live.interrupt();
-    let stderr = Arc::clone(&live.stderr);
-    let stdout = Arc::clone(&live.stdout);
-    assert_eq!(live.exit_code().await, Some(130));
-    // Give the collectors a moment to drain the closed pipes (bounded).
-    for _ in 0..50 {
-        if stderr
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.contains("summary:"))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let stderr = stderr.lock().unwrap().join("\n");
+    live.wait_requests(&upstream, 1).await;
+    let (code, stderr, stdout) = live.interrupted().await;
+    assert_eq!(code, Some(130));
     assert!(stderr.contains("dev run failed: "), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
-    assert!(stdout.lock().unwrap().is_empty());
+    assert!(stdout.is_empty());
     assert_eq!(
         std::fs::read_to_string(dir.path().join("p.store/before.txt")).unwrap(),
         "written before the model call"
@@ -883,28 +897,9 @@ async fn ctrl_c_during_a_fanout_waits_for_the_arms_and_exits_130() {
         ),
     );
     let live = Live::spawn(dir.path(), &["p.md"], &upstream);
-    let arrived = tokio::time::timeout(WAIT, async {
-        while upstream.requests().len() < 3 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(arrived.is_ok(), "{}", live.stderr().join("\n"));
-    live.interrupt();
-    let stderr = Arc::clone(&live.stderr);
-    assert_eq!(live.exit_code().await, Some(130));
-    for _ in 0..50 {
-        if stderr
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.contains("summary:"))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let stderr = stderr.lock().unwrap().join("\n");
+    live.wait_requests(&upstream, 3).await;
+    let (code, stderr, _) = live.interrupted().await;
+    assert_eq!(code, Some(130));
     assert!(stderr.contains("Fanout arm 1 started"), "{stderr}");
     assert!(stderr.contains("dev run failed: "), "{stderr}");
     assert!(stderr.contains("summary:"), "{stderr}");
