@@ -144,14 +144,7 @@ async fn a_stream_that_goes_silent_ends_with_an_error_event() {
     assert_eq!(events.len(), 2, "{events:?}");
     let first: Value = serde_json::from_str(&events[0]).unwrap();
     assert_eq!(first["choices"][0]["delta"]["content"], "Hel");
-    let last: Value = serde_json::from_str(&events[1]).unwrap();
-    assert_eq!(code(&last), "upstream_timeout", "{last}");
-    assert!(
-        last["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("stream_idle_timeout")
-    );
+    assert_error_event(&events[1], "upstream_timeout", "stream_idle_timeout");
     assert!(eventually(|| upstream.streams_dropped() >= 1).await);
 }
 
@@ -368,14 +361,7 @@ async fn an_endless_sse_line_ends_the_stream_with_an_error_event() {
     let (status, events) = stream_events(&gw, &chat("reasoning-large", true)).await;
     assert_eq!(status, 200);
     assert_eq!(events.len(), 2, "{events:?}");
-    let last: Value = serde_json::from_str(&events[1]).unwrap();
-    assert_eq!(code(&last), "upstream_protocol", "{last}");
-    assert!(
-        last["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("max_stream_event_bytes")
-    );
+    assert_error_event(&events[1], "upstream_protocol", "max_stream_event_bytes");
     assert!(eventually(|| upstream.streams_dropped() >= 1).await);
 }
 
@@ -767,4 +753,14 @@ async fn a_profile_cannot_change_the_connection_limits() {
     let stderr = boot_failure(&dir, "main").await;
     assert!(stderr.contains("connection limits"), "{stderr}");
     assert!(stderr.contains("the boot file owns [server]"), "{stderr}");
+}
+
+/// Asserts that `event` is an error event with `code` whose message names `key`.
+fn assert_error_event(event: &str, code_: &str, key: &str) {
+    let event: Value = serde_json::from_str(event).unwrap();
+    assert_eq!(code(&event), code_, "{event}");
+    assert!(
+        event["error"]["message"].as_str().unwrap().contains(key),
+        "{event}"
+    );
 }
