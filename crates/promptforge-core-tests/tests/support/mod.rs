@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use promptforge_test_support::{Loopback, has_bearer};
 use serde_json::{Value as Json, json};
 
 pub const KEY: &str = "fixture-key";
@@ -25,7 +26,7 @@ struct Script {
 pub struct Upstream {
     pub url: String,
     script: Arc<Script>,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _server: Loopback,
 }
 
 /// Turns a script entry (`{"text": ...}` or `{"calls": [[name, args], ...]}`) into a chat
@@ -59,21 +60,11 @@ impl Upstream {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .with_state(Arc::clone(&state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-        });
+        let server = Loopback::serve(app).await.unwrap();
         Self {
-            url,
+            url: server.url().to_owned(),
             script: state,
-            _shutdown: tx,
+            _server: server,
         }
     }
 
@@ -87,10 +78,7 @@ impl Upstream {
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == format!("Bearer {KEY}"))
+    has_bearer(headers, KEY)
 }
 
 async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: String) -> Response {

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use promptforge_core::tools::{Tool, ToolError, ToolId, ToolOutput};
+use promptforge_test_support::{Loopback, has_bearer};
 use promptforge_tool_picker::{Config, Model, ToolPicker};
 use serde_json::{Value as Json, json};
 
@@ -69,7 +70,7 @@ struct Script {
 pub struct Upstream {
     pub url: String,
     script: Arc<Script>,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _server: Loopback,
 }
 
 impl Upstream {
@@ -82,21 +83,11 @@ impl Upstream {
             .route("/v1/models", get(models))
             .route("/v1/tools/web_search", post(search))
             .with_state(Arc::clone(&script));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-        });
+        let server = Loopback::serve(app).await.unwrap();
         Self {
-            url,
+            url: server.url().to_owned(),
             script,
-            _shutdown: tx,
+            _server: server,
         }
     }
 
@@ -118,10 +109,7 @@ impl Upstream {
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == format!("Bearer {KEY}"))
+    has_bearer(headers, KEY)
 }
 
 async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: String) -> Response {

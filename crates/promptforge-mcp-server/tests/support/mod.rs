@@ -19,6 +19,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use promptforge_test_support::{Loopback, has_bearer};
 use serde_json::{Value as Json, json};
 use tokio::sync::Notify;
 
@@ -55,7 +56,7 @@ pub struct Upstream {
     /// Its base URL.
     pub url: String,
     script: Arc<Script>,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _server: Loopback,
 }
 
 struct Waiting(Arc<Script>, bool);
@@ -85,21 +86,11 @@ impl Upstream {
             .route("/control/release", post(release))
             .route("/control/stats", get(stats))
             .with_state(Arc::clone(&script));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-        });
+        let server = Loopback::serve(app).await.unwrap();
         Self {
-            url,
+            url: server.url().to_owned(),
             script,
-            _shutdown: tx,
+            _server: server,
         }
     }
 
@@ -120,10 +111,7 @@ impl Upstream {
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == format!("Bearer {KEY}"))
+    has_bearer(headers, KEY)
 }
 
 async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: String) -> Response {
