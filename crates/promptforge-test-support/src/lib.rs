@@ -4,7 +4,12 @@
 //! Every crate that talks to a model tests against a scripted OpenAI-compatible upstream.
 //! What each script answers differs by crate, so the scripts stay with their tests; what
 //! they share lives here: serving an axum app on `127.0.0.1`, port 0, for exactly as long
-//! as a value lives ([`Loopback`]), and the bearer check ([`has_bearer`]).
+//! as a value lives ([`Loopback`]), the bearer check ([`has_bearer`]), and a chat route
+//! that replays queued replies and records every request ([`Replay`]).
+
+mod replay;
+
+pub use replay::{Replay, Reply};
 
 use axum::Router;
 use axum::http::HeaderMap;

@@ -2,30 +2,22 @@
 //! chat model, replays `<name>.script.json` in order and records every request.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use promptforge_test_support::{Loopback, has_bearer};
+use axum::routing::get;
+use promptforge_test_support::{Loopback, Replay, Reply, has_bearer};
 use serde_json::{Value as Json, json};
 
 pub const KEY: &str = "fixture-key";
 pub const MODEL: &str = "chat-general";
 
-#[derive(Default)]
-struct Script {
-    replies: Mutex<VecDeque<Json>>,
-    requests: Mutex<Vec<Json>>,
-}
-
 /// The scripted upstream; stopped when dropped.
 pub struct Upstream {
     pub url: String,
-    script: Arc<Script>,
+    replay: Arc<Replay>,
     _server: Loopback,
 }
 
@@ -54,51 +46,32 @@ fn completion(entry: &Json) -> Json {
 
 impl Upstream {
     pub async fn start(script: &[Json]) -> Self {
-        let state = Arc::new(Script::default());
-        *state.replies.lock().unwrap() = script.iter().map(completion).collect();
+        let replay = Replay::new(
+            KEY,
+            script.iter().map(|entry| Reply::Json(completion(entry))),
+        );
         let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
-            .with_state(Arc::clone(&state));
+            .merge(replay.router());
         let server = Loopback::serve(app).await.unwrap();
         Self {
             url: server.url().to_owned(),
-            script: state,
+            replay,
             _server: server,
         }
     }
 
     pub fn requests(&self) -> Vec<Json> {
-        self.script.requests.lock().unwrap().clone()
+        self.replay.requests()
     }
 
     pub fn remaining(&self) -> usize {
-        self.script.replies.lock().unwrap().len()
+        self.replay.remaining()
     }
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
     has_bearer(headers, KEY)
-}
-
-async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: String) -> Response {
-    if !authorized(&headers) {
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    script
-        .requests
-        .lock()
-        .unwrap()
-        .push(serde_json::from_str(&body).unwrap());
-    let next = script.replies.lock().unwrap().pop_front();
-    match next {
-        Some(reply) => axum::Json(reply).into_response(),
-        None => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": {"message": "script exhausted"}})),
-        )
-            .into_response(),
-    }
 }
 
 async fn models(headers: HeaderMap) -> Response {

@@ -2,9 +2,7 @@
 //! shared embedding model.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -13,20 +11,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use promptforge_core::tools::{Tool, ToolError, ToolId, ToolOutput};
-use promptforge_test_support::{Loopback, has_bearer};
+pub use promptforge_test_support::Reply;
+use promptforge_test_support::{Loopback, Replay, has_bearer};
 use promptforge_tool_picker::{Config, Model, ToolPicker};
 use serde_json::{Value as Json, json};
 
 pub const KEY: &str = "test-key";
-
-/// One scripted answer.
-#[derive(Clone)]
-pub enum Reply {
-    Json(Json),
-    Status(u16, Json),
-    Slow(Duration, Json),
-    Huge(usize),
-}
 
 /// A chat completion with text content.
 pub fn text(content: &str) -> Reply {
@@ -60,39 +50,40 @@ pub fn calls(calls: &[(&str, &str)]) -> Reply {
 
 #[derive(Default)]
 struct Script {
-    replies: Mutex<VecDeque<Reply>>,
-    requests: Mutex<Vec<Json>>,
     searches: Mutex<Vec<Json>>,
     catalog: Mutex<Json>,
 }
 
-/// The scripted upstream: replays replies in order and records every request.
+/// The scripted upstream: replays chat replies in order and records every request; also
+/// serves a settable model catalog and a canned web search.
 pub struct Upstream {
     pub url: String,
+    replay: Arc<Replay>,
     script: Arc<Script>,
     _server: Loopback,
 }
 
 impl Upstream {
     pub async fn start(replies: Vec<Reply>) -> Self {
+        let replay = Replay::new(KEY, replies);
         let script = Arc::new(Script::default());
-        *script.replies.lock().unwrap() = replies.into();
         *script.catalog.lock().unwrap() = default_catalog();
         let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/v1/tools/web_search", post(search))
-            .with_state(Arc::clone(&script));
+            .with_state(Arc::clone(&script))
+            .merge(replay.router());
         let server = Loopback::serve(app).await.unwrap();
         Self {
             url: server.url().to_owned(),
+            replay,
             script,
             _server: server,
         }
     }
 
     pub fn requests(&self) -> Vec<Json> {
-        self.script.requests.lock().unwrap().clone()
+        self.replay.requests()
     }
 
     pub fn searches(&self) -> Vec<Json> {
@@ -104,42 +95,12 @@ impl Upstream {
     }
 
     pub fn remaining(&self) -> usize {
-        self.script.replies.lock().unwrap().len()
+        self.replay.remaining()
     }
 }
 
 fn authorized(headers: &HeaderMap) -> bool {
     has_bearer(headers, KEY)
-}
-
-async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: String) -> Response {
-    if !authorized(&headers) {
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let body: Json = serde_json::from_str(&body).unwrap();
-    script.requests.lock().unwrap().push(body);
-    let next = script.replies.lock().unwrap().pop_front();
-    match next {
-        Some(Reply::Json(reply)) => axum::Json(reply).into_response(),
-        Some(Reply::Status(status, body)) => {
-            (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
-        }
-        Some(Reply::Slow(delay, reply)) => {
-            tokio::time::sleep(delay).await;
-            axum::Json(reply).into_response()
-        }
-        Some(Reply::Huge(bytes)) => {
-            let content = "x".repeat(bytes);
-            axum::Json(json!({"choices": [{"finish_reason": "stop",
-                "message": {"role": "assistant", "content": content}}]}))
-            .into_response()
-        }
-        None => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": {"message": "script exhausted"}})),
-        )
-            .into_response(),
-    }
 }
 
 async fn models(State(script): State<Arc<Script>>, headers: HeaderMap) -> Response {
