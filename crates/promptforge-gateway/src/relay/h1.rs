@@ -20,10 +20,11 @@
 //! connection goes back to the pool only after a response was read completely with
 //! nothing after it, and the response allowed keep-alive (HTTP/1.1 without
 //! `Connection: close`, framed by `Content-Length` or chunked encoding); one that failed
-//! or was left half-read is closed. A pooled connection is checked before reuse; if it
-//! fails before a single byte of a response arrives (the upstream closed it while it sat
-//! idle), the request is sent once more on a new connection, as hyper's pool does for a
-//! connection closed under it.
+//! or was left half-read is closed. A pooled connection is checked before reuse (one the
+//! upstream closed while it sat idle is dropped, as hyper's pool drops it); if writing
+//! the request to it fails anyway, the request (which cannot have reached the upstream
+//! whole) goes out once more on a new connection. Once the request is written, a failure
+//! is final: a POST is never sent twice.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -278,8 +279,8 @@ fn request_bytes(upstream: &Upstream, plain: &Plain, path: &str, body: &[u8]) ->
 
 /// What a failed try on a connection means.
 enum TryError {
-    /// The connection failed before any byte of a response: for a reused connection the
-    /// request goes out once more on a new one.
+    /// Writing the request failed: for a reused connection the request goes out once
+    /// more on a new one.
     Stale(io::Error),
     /// A final outcome.
     Done(Exchange),
@@ -361,19 +362,10 @@ impl Call<'_> {
                     conn.buf.drain(..head.len);
                 }
                 Ok(head) => break head,
-                Err(HeadError::Closed) if conn.buf.is_empty() => {
-                    return Err(TryError::Stale(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed before message completed",
-                    )));
-                }
                 Err(HeadError::Closed) => {
                     return Err(TryError::Done(
                         self.head_error("connection closed before message completed"),
                     ));
-                }
-                Err(HeadError::Io(err)) if conn.buf.is_empty() => {
-                    return Err(TryError::Stale(err));
                 }
                 Err(HeadError::Io(err)) => {
                     return Err(TryError::Done(Exchange::BeforeHead(
@@ -1008,8 +1000,22 @@ mod tests {
         let (url, seen) = upstream(vec![Act::ReplyClose(OK.to_owned()), Act::Reply(OK)]).await;
         let up = endpoint(&url);
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
-        // Whether or not the close was seen before the reuse, the request succeeds on a
-        // new connection.
+        // The close is seen before the reuse: the request goes out on a new connection.
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_written_to_a_reused_connection_is_never_sent_twice() {
+        // The upstream reads the second request on the kept-alive connection and closes
+        // it without an answer.
+        let (url, seen) = upstream(vec![Act::Reply(OK), Act::Close, Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        let failed = before_head(send(&up, "{}").await);
+        assert!(failed.retryable, "failover may move on");
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(seen.lock().unwrap().heads.len(), 2, "sent once");
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         assert_eq!(seen.lock().unwrap().connections, 2);
     }
