@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::Request;
 use hyper::body::Incoming;
@@ -27,10 +26,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
-use tower::ServiceExt;
 
 use crate::config::ServerLimits;
 use crate::error::{ApiError, ErrorCode};
+use crate::routes::App;
 use crate::shutdown::ShutdownTrigger;
 
 /// Connections over the cap that are still being answered 503 at once; past this they
@@ -70,7 +69,7 @@ impl Gate {
 /// connections keep running on the runtime after this returns; [`drain`] waits for them.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    app: Router,
+    app: App,
     limits: ServerLimits,
     gate: Gate,
     closing: watch::Receiver<bool>,
@@ -173,7 +172,7 @@ fn raw_response(error: &ApiError) -> Vec<u8> {
 /// Serves one connection with its timeouts.
 async fn serve_connection(
     stream: TcpStream,
-    app: Router,
+    app: App,
     limits: ServerLimits,
     mut closing: watch::Receiver<bool>,
 ) {
@@ -190,7 +189,7 @@ async fn serve_connection(
         let app = app.clone();
         async move {
             let request = request.map(|body| Body::new(Paced::new(body, body_timeout)));
-            let response = app.oneshot(request).await?;
+            let response = app.handle(request).await;
             Ok::<_, Infallible>(response.map(|body| {
                 Body::new(Tracked {
                     body,

@@ -401,7 +401,21 @@ pub(crate) async fn observe(
         .to_owned();
     let trace = Trace::default();
     request.extensions_mut().insert(trace.clone());
-    let mut response = next.run(request).await;
+    let response = next.run(request).await;
+    record(&state, route, start, &trace, response)
+}
+
+/// What [`observe`] does once the response head is ready, for a request of route
+/// pattern `route` that arrived at `start`: counts it, observes the latency histograms
+/// and sets the overhead and endpoint headers. The direct chat dispatch (see
+/// [`crate::routes::App`]) calls it as the middleware does.
+pub(crate) fn record(
+    state: &AppState,
+    route: String,
+    start: Instant,
+    trace: &Trace,
+    mut response: Response,
+) -> Response {
     let total = start.elapsed();
     let data = std::mem::take(&mut *trace.inner.lock().unwrap_or_else(PoisonError::into_inner));
     let overhead = total.saturating_sub(data.upstream + data.queue);

@@ -66,7 +66,7 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
         .ok_or_else(|| std::io::Error::other("no socket was bound"))?;
     let limits = booted.limits;
     let state = booted.state.clone();
-    let app = routes::app(booted.state);
+    let app = routes::App::new(booted.state);
     let gate = conn::Gate::new(&limits);
     let (closing_tx, closing) = watch::channel(false);
     let (exit_tx, exit) = watch::channel(false);

@@ -45,6 +45,9 @@ pub(crate) struct Upstream {
     connect_timeout: std::time::Duration,
     /// `timeout`, for the per-thread buffered client.
     timeout: std::time::Duration,
+    /// The parsed base URL of a plain `http://` endpoint: its buffered requests go
+    /// through the inline client ([`crate::relay::h1`]).
+    plain: Option<crate::relay::h1::Plain>,
 }
 
 /// Most endpoints' clients one thread keeps (the cache is emptied past this, e.g. after
@@ -86,6 +89,7 @@ impl Upstream {
             key: NEXT_UPSTREAM_KEY.fetch_add(1, Ordering::Relaxed),
             connect_timeout: endpoint.connect_timeout,
             timeout: endpoint.timeout,
+            plain: crate::relay::h1::Plain::parse(&endpoint.base_url),
         })
     }
 
@@ -121,6 +125,26 @@ impl Upstream {
                 Err(_) => pick(&(self.buffered.clone(), self.streaming.clone())),
             }
         })
+    }
+
+    /// The parsed plain `http://` base URL, when buffered requests use the inline client.
+    pub(crate) fn plain(&self) -> Option<&crate::relay::h1::Plain> {
+        self.plain.as_ref()
+    }
+
+    /// Tells this endpoint's pooled connections apart (unique per built endpoint).
+    pub(crate) fn pool_key(&self) -> u64 {
+        self.key
+    }
+
+    /// The connect deadline.
+    pub(crate) fn connect_timeout(&self) -> std::time::Duration {
+        self.connect_timeout
+    }
+
+    /// The whole-request deadline of a buffered request.
+    pub(crate) fn timeout(&self) -> std::time::Duration {
+        self.timeout
     }
 
     /// `base_url` joined with `path` (which starts with `/`).

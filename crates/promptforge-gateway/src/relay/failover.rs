@@ -23,8 +23,9 @@ use crate::admission::{self, Permit};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, Trace};
 use crate::relay::sse::UpstreamBytes;
+use crate::relay::upstream::too_large;
 use crate::relay::{
-    AttemptError, Capped, Payload, UpstreamCall, read_capped, send_attempt, timeout_error,
+    AttemptError, Capped, Payload, UpstreamCall, h1, read_capped, send_attempt, timeout_error,
     transport_error,
 };
 use crate::state::{Route, Upstream};
@@ -220,6 +221,43 @@ enum Body {
     Stream(UpstreamBytes),
 }
 
+/// What one send produced.
+enum Sent {
+    /// A buffered answer the inline client read whole ([`h1`]).
+    Whole(Vec<u8>),
+    /// The inline client failed after the response head (an error status, a cut or
+    /// oversized body): final for this endpoint, never a reason to respawn a child (a
+    /// failed reqwest body read is not either).
+    Failed(AttemptError),
+    /// A success response head from reqwest, its body unread.
+    Head(reqwest::Response),
+}
+
+/// Sends `call` once: a buffered request to a plain `http://` endpoint through the inline
+/// client ([`h1`]), anything else (and an attempt the inline client could not connect
+/// for) through reqwest. An error is a failure before any response head.
+async fn send_once(call: UpstreamCall<'_>) -> Result<Sent, AttemptError> {
+    if !call.streaming
+        && let Some(plain) = call.upstream.plain()
+    {
+        match h1::exchange(
+            call.upstream,
+            plain,
+            call.path,
+            call.body,
+            call.capability_route,
+        )
+        .await
+        {
+            h1::Exchange::Whole(bytes) => return Ok(Sent::Whole(bytes)),
+            h1::Exchange::AfterHead(failed) => return Ok(Sent::Failed(failed)),
+            h1::Exchange::BeforeHead(failed) => return Err(failed),
+            h1::Exchange::Unconnected => {}
+        }
+    }
+    send_attempt(call).await.map(Sent::Head)
+}
+
 /// One endpoint: send (with a local child's respawn-once), then read up to the point of
 /// no return. A stream on the `last` endpoint is committed at its response head (there is
 /// nowhere left to fail over to, so the client gets its headers at once and a failure as
@@ -237,18 +275,18 @@ async fn attempt_one(
         streaming: attempt.streaming,
         capability_route: attempt.capability_route,
     };
-    let response = match route.child {
-        None => send_attempt(call).await?,
+    let sent = match route.child {
+        None => send_once(call).await?,
         Some(child) => {
             // A transport failure against a dead child respawns it once (same port and
             // bearer) and retries the request once.
             let seen = child.respawn_count();
-            match send_attempt(call).await {
+            match send_once(call).await {
                 Err(failed) if failed.error.error_code() == ErrorCode::UpstreamTransport => {
                     match child.respawn_if_dead(seen).await {
                         Ok(true) => {
                             metrics.local_respawn(attempt.model);
-                            send_attempt(call).await?
+                            send_once(call).await?
                         }
                         Ok(false) => return Err(failed),
                         Err(respawn) => {
@@ -262,16 +300,18 @@ async fn attempt_one(
             }
         }
     };
+    let response = match sent {
+        Sent::Whole(bytes) => return Ok(Body::Whole(bytes)),
+        Sent::Failed(failed) => return Err(failed),
+        Sent::Head(response) => response,
+    };
     let upstream = route.upstream;
     if !attempt.streaming {
         let cap = upstream.max_response_bytes;
         return match read_capped(response, cap).await {
             Ok(Capped::Whole(bytes)) => Ok(Body::Whole(bytes)),
             Ok(Capped::Cut(_)) => Err(AttemptError {
-                error: ApiError::upstream_protocol(format!(
-                    "endpoint {} answered a body larger than {cap} bytes (max_response_bytes)",
-                    upstream.id
-                )),
+                error: too_large(upstream, cap),
                 retryable: false,
             }),
             Err(err) => Err(AttemptError::transport(transport_error(&upstream.id, &err))),

@@ -1,8 +1,9 @@
 //! Talking to upstreams: sending requests, mapping failures, relaying SSE streams.
 
 pub(crate) mod failover;
+pub(crate) mod h1;
 pub(crate) mod sse;
-mod upstream;
+pub(crate) mod upstream;
 
 pub(crate) use upstream::{
     AttemptError, Capped, parse_json_object, read_capped, send_attempt, timeout_error,

@@ -106,7 +106,7 @@ pub(crate) async fn send_attempt(
 }
 
 /// How much of an upstream error body is read.
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+pub(super) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// A body read up to a cap.
 #[derive(Debug)]
@@ -140,6 +140,14 @@ pub(crate) async fn read_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(Capped::Whole(body))
+}
+
+/// 502 `upstream_protocol`: a buffered body over the endpoint's `max_response_bytes`.
+pub(crate) fn too_large(upstream: &Upstream, cap: usize) -> ApiError {
+    ApiError::upstream_protocol(format!(
+        "endpoint {} answered a body larger than {cap} bytes (max_response_bytes)",
+        upstream.id
+    ))
 }
 
 /// 504 `upstream_timeout`.
@@ -193,7 +201,7 @@ fn upstream_message(body: &[u8]) -> Option<String> {
 }
 
 /// Maps a non-success upstream status.
-fn status_error(
+pub(super) fn status_error(
     endpoint: &str,
     status: StatusCode,
     body: &[u8],

@@ -84,11 +84,22 @@ fn validate(request: &ChatRequest) -> Result<&str, ApiError> {
     Ok(model)
 }
 
-/// The handler.
+/// The handler (through the router).
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
     Extension(trace): Extension<Trace>,
     headers: HeaderMap,
+    body: RawBody,
+) -> Result<Response, ApiError> {
+    chat(&state, &trace, &headers, body).await
+}
+
+/// What the handler does, for the router and for the direct dispatch alike (see
+/// [`super::App`]).
+pub(super) async fn chat(
+    state: &AppState,
+    trace: &Trace,
+    headers: &HeaderMap,
     body: RawBody,
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(body)?;
@@ -155,11 +166,11 @@ pub(super) async fn chat_completions(
         },
         streaming,
         capability_route: false,
-        client: client_header(&headers),
+        client: client_header(headers),
     };
     // The slot is held until the response is complete: for a stream, until it ends or the
     // client goes away (the permit lives inside the relay).
-    let answered = send_failover(&state, &runtime, model, &trace, attempt).await?;
+    let answered = send_failover(state, &runtime, model, trace, attempt).await?;
     let upstream = answered.upstream;
 
     let bytes = match answered.answer {

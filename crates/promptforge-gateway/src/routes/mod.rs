@@ -4,6 +4,7 @@ mod admin;
 mod catalog;
 mod chat;
 mod chat_fast;
+mod direct;
 mod embed_rerank;
 #[cfg(test)]
 mod tests;
@@ -27,6 +28,8 @@ use crate::metrics::Trace;
 use crate::relay::failover;
 use crate::secret::SecretMatch;
 use crate::state::{AppState, RouteError, Runtime};
+
+pub(crate) use direct::App;
 
 /// Largest request body accepted (images travel inline as base64).
 pub(crate) const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -66,20 +69,26 @@ pub(crate) fn app(state: AppState) -> Router {
 /// A body whose declared `Content-Length` is over the cap is refused at once (413), before
 /// a byte of it is read; an undeclared (chunked) body is cut at the cap while reading.
 async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
+    match declared_oversize(request.headers()) {
+        Some(refusal) => refusal.into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// The 413 for a declared `Content-Length` over [`MAX_BODY_BYTES`], if `headers` has one.
+fn declared_oversize(headers: &HeaderMap) -> Option<ApiError> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     match declared {
-        Some(length) if length > MAX_BODY_BYTES as u64 => ApiError::new(
+        Some(length) if length > MAX_BODY_BYTES as u64 => Some(ApiError::new(
             ErrorCode::PayloadTooLarge,
             format!(
                 "the request body declares {length} bytes; the limit is {MAX_BODY_BYTES} bytes"
             ),
-        )
-        .into_response(),
-        _ => next.run(request).await,
+        )),
+        _ => None,
     }
 }
 
@@ -111,8 +120,16 @@ async fn method_not_allowed() -> ApiError {
 
 /// Checks `Authorization: Bearer <key>` in constant time; 401 with no detail otherwise.
 async fn require_bearer(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
+    if bearer_matches(&state, request.headers()) {
+        next.run(request).await
+    } else {
+        ApiError::unauthorized().into_response()
+    }
+}
+
+/// Whether `headers` carry `Authorization: Bearer <the gateway's key>` (constant time).
+fn bearer_matches(state: &AppState, headers: &HeaderMap) -> bool {
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| {
@@ -121,10 +138,7 @@ async fn require_bearer(State(state): State<AppState>, request: Request, next: N
                 .eq_ignore_ascii_case("bearer")
                 .then_some(token.trim())
         });
-    match presented {
-        Some(token) if state.api_key().matches(token.as_bytes()) => next.run(request).await,
-        _ => ApiError::unauthorized().into_response(),
-    }
+    presented.is_some_and(|token| state.api_key().matches(token.as_bytes()))
 }
 
 /// A request body as an extractor result; axum's own rejections (a body over the limit,

@@ -1,0 +1,1249 @@
+//! The inline upstream client: buffered (non-streaming) requests to plain `http://`
+//! endpoints, over a small HTTP/1.1 keep-alive client that the request's own task drives
+//! (no connection task, no channel between the two, no URL parsed per request).
+//!
+//! reqwest stays for everything else: `https://` endpoints, streaming requests, a
+//! process with a proxy variable set (`HTTP_PROXY`, `http_proxy`, `ALL_PROXY`,
+//! `all_proxy`: reqwest would honour it, this client does not know proxies), and any
+//! attempt for which this client cannot open a connection (then nothing was sent, and
+//! reqwest's own attempt reports the failure exactly as before).
+//!
+//! The bounds are reqwest's: the endpoint's `connect_timeout` for a new connection, its
+//! `timeout` for the whole exchange (connect, send, response head and body), its
+//! `max_response_bytes` for the body (a declared `Content-Length` over it is refused
+//! before the body is read), 64 KiB of an error body, and a response head of at most
+//! 400 KiB (hyper's client default). Failures map to the same codes as reqwest's
+//! ([`super::upstream`]).
+//!
+//! Connections: each I/O thread keeps its own idle connections per endpoint (at most
+//! [`MAX_IDLE_PER_ENDPOINT`], idle at most [`IDLE_TIMEOUT`], like reqwest's pool). A
+//! connection goes back to the pool only after a response was read completely with
+//! nothing after it, and the response allowed keep-alive (HTTP/1.1 without
+//! `Connection: close`, framed by `Content-Length` or chunked encoding); one that failed
+//! or was left half-read is closed. A pooled connection is checked before reuse (one the
+//! upstream closed while it sat idle is dropped, as hyper's pool drops it); if writing
+//! the request to it fails anyway, the request (which cannot have reached the upstream
+//! whole) goes out once more on a new connection. Once the request is written, a failure
+//! is final: a POST is never sent twice.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::upstream::{
+    AttemptError, MAX_ERROR_BODY_BYTES, Payload, status_error, timeout_error, too_large,
+};
+use crate::error::ApiError;
+use crate::state::Upstream;
+
+/// Idle connections one I/O thread keeps per endpoint.
+pub(crate) const MAX_IDLE_PER_ENDPOINT: usize = 256;
+/// How long a connection may sit idle in the pool (reqwest's `pool_idle_timeout`).
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Largest response head (status line and headers), hyper's client default.
+const MAX_HEAD_BYTES: usize = 400 * 1024;
+/// Most response headers parsed.
+const MAX_HEADERS: usize = 100;
+/// Endpoints whose idle connections one thread keeps (past this the pool is emptied,
+/// e.g. after many profile switches).
+const MAX_POOLED_ENDPOINTS: usize = 256;
+/// What one read asks for at least.
+const READ_CHUNK: usize = 16 * 1024;
+/// A connection's read buffer larger than this is not kept for the next request.
+const KEEP_BUFFER_BYTES: usize = 64 * 1024;
+
+/// A plain `http://` endpoint, parsed once when its [`Upstream`] is built.
+#[derive(Debug, Clone)]
+pub(crate) struct Plain {
+    /// `host:port` to connect to.
+    connect: String,
+    /// The `Host` header's value (the port only when it is not 80).
+    authority: String,
+    /// The base URL's path, without a trailing slash (`/v1`).
+    path: String,
+}
+
+impl Plain {
+    /// `base_url` as a plain endpoint, when it is `http://` and no proxy variable is set;
+    /// `None` sends every request of the endpoint through reqwest.
+    pub(crate) fn parse(base_url: &str) -> Option<Self> {
+        if proxy_configured() {
+            return None;
+        }
+        Self::parse_url(base_url)
+    }
+
+    fn parse_url(base_url: &str) -> Option<Self> {
+        let url = reqwest::Url::parse(base_url).ok()?;
+        if url.scheme() != "http"
+            || url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
+            return None;
+        }
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        Some(Self {
+            connect: format!("{host}:{port}"),
+            authority,
+            path: url.path().trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+fn proxy_configured() -> bool {
+    ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+}
+
+/// How an exchange ended.
+#[derive(Debug)]
+pub(crate) enum Exchange {
+    /// A success status and the whole body.
+    Whole(Vec<u8>),
+    /// Failed before any response head arrived (a transport failure or timeout): the
+    /// request may not have reached the upstream, as with a failed reqwest `send`.
+    BeforeHead(AttemptError),
+    /// Failed after the response head: an error status, or a body that was cut, too
+    /// large or not decodable, as with a failed read of a reqwest body.
+    AfterHead(AttemptError),
+    /// No connection could be opened (not a timeout): nothing was sent, so the caller
+    /// sends the request through reqwest instead.
+    Unconnected,
+}
+
+/// One idle (or in-use) connection and what it has read past the last response.
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    idle_since: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    /// The runtime whose reactor the pooled sockets are registered with.
+    runtime: Option<tokio::runtime::Id>,
+    idle: HashMap<u64, Vec<Conn>>,
+    /// When connections idle past [`IDLE_TIMEOUT`] were last closed (those of an
+    /// endpoint no profile uses any more are never checked out again).
+    swept: Option<Instant>,
+}
+
+impl Pool {
+    /// Closes every connection idle past [`IDLE_TIMEOUT`], at most once per timeout.
+    fn sweep(&mut self, now: Instant) {
+        if self
+            .swept
+            .is_some_and(|swept| now.duration_since(swept) < IDLE_TIMEOUT)
+        {
+            return;
+        }
+        self.swept = Some(now);
+        self.idle.retain(|_, conns| {
+            conns.retain(|conn| now.duration_since(conn.idle_since) < IDLE_TIMEOUT);
+            !conns.is_empty()
+        });
+    }
+}
+
+thread_local! {
+    static POOL: RefCell<Pool> = RefCell::new(Pool::default());
+}
+
+/// A live idle connection to endpoint `key`, if the pool has one.
+fn checkout(key: u64) -> Option<Conn> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?.id();
+    POOL.with_borrow_mut(|pool| {
+        if pool.runtime != Some(runtime) {
+            pool.idle.clear();
+            pool.runtime = Some(runtime);
+        }
+        let idle = pool.idle.get_mut(&key)?;
+        while let Some(conn) = idle.pop() {
+            if conn.idle_since.elapsed() < IDLE_TIMEOUT && still_open(&conn.stream) {
+                return Some(conn);
+            }
+        }
+        None
+    })
+}
+
+/// Whether an idle connection is still usable: nothing arrived on it since its last
+/// response (neither bytes nor the upstream's close). Costs no system call unless the
+/// reactor saw the socket become readable.
+fn still_open(stream: &TcpStream) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    match stream.poll_read_ready(&mut cx) {
+        Poll::Pending => true,
+        Poll::Ready(Err(_)) => false,
+        Poll::Ready(Ok(())) => {
+            let mut probe = [0u8; 1];
+            matches!(stream.try_read(&mut probe), Err(err) if err.kind() == io::ErrorKind::WouldBlock)
+        }
+    }
+}
+
+/// Returns `conn` to endpoint `key`'s idle connections.
+fn checkin(key: u64, mut conn: Conn) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current().map(|h| h.id()) else {
+        return;
+    };
+    if conn.buf.capacity() > KEEP_BUFFER_BYTES {
+        conn.buf = Vec::new();
+    }
+    conn.buf.clear();
+    conn.idle_since = Instant::now();
+    POOL.with_borrow_mut(|pool| {
+        if pool.runtime != Some(runtime) {
+            pool.idle.clear();
+            pool.runtime = Some(runtime);
+        }
+        pool.sweep(conn.idle_since);
+        if !pool.idle.contains_key(&key) && pool.idle.len() >= MAX_POOLED_ENDPOINTS {
+            pool.idle.clear();
+        }
+        let idle = pool.idle.entry(key).or_default();
+        if idle.len() < MAX_IDLE_PER_ENDPOINT {
+            idle.push(conn);
+        }
+    });
+}
+
+/// Sends a buffered POST of `body` to `path` (below the base URL) of `upstream`, whose
+/// parsed form is `plain`, and reads the whole answer within the endpoint's `timeout`.
+pub(crate) async fn exchange(
+    upstream: &Upstream,
+    plain: &Plain,
+    path: &str,
+    body: Payload<'_>,
+    capability_route: bool,
+) -> Exchange {
+    let json;
+    let body: &[u8] = match body {
+        Payload::Raw(bytes) => bytes,
+        Payload::Json(map) => match serde_json::to_vec(map) {
+            Ok(bytes) => {
+                json = bytes;
+                &json
+            }
+            // Not reachable for a map of values; reqwest would fail the same way.
+            Err(_) => return Exchange::Unconnected,
+        },
+    };
+    let request = request_bytes(upstream, plain, path, body);
+    let call = Call {
+        upstream,
+        plain,
+        path,
+        capability_route,
+    };
+    match tokio::time::timeout(upstream.timeout(), call.run(&request)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Exchange::BeforeHead(AttemptError::transport(timeout_error(format!(
+            "endpoint {} did not answer in time",
+            upstream.id
+        )))),
+    }
+}
+
+/// The request head and body, ready to write in one go.
+fn request_bytes(upstream: &Upstream, plain: &Plain, path: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(256 + body.len());
+    let _ = write!(
+        out,
+        "POST {}{path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: */*\r\naccept-encoding: identity\r\n",
+        plain.path, plain.authority
+    );
+    if let Some(key) = &upstream.api_key {
+        let _ = write!(out, "authorization: Bearer {}\r\n", key.expose());
+    }
+    let _ = write!(out, "content-length: {}\r\n\r\n", body.len());
+    out.extend_from_slice(body);
+    out
+}
+
+/// What a failed try on a connection means.
+enum TryError {
+    /// Writing the request failed: for a reused connection the request goes out once
+    /// more on a new one.
+    Stale(io::Error),
+    /// A final outcome.
+    Done(Exchange),
+}
+
+struct Call<'a> {
+    upstream: &'a Upstream,
+    plain: &'a Plain,
+    path: &'a str,
+    capability_route: bool,
+}
+
+impl Call<'_> {
+    async fn run(&self, request: &[u8]) -> Exchange {
+        let key = self.upstream.pool_key();
+        if let Some(conn) = checkout(key) {
+            match self.on(conn, request).await {
+                Ok(outcome) => return outcome,
+                Err(TryError::Done(outcome)) => return outcome,
+                // Closed under us while idle: a new connection below.
+                Err(TryError::Stale(_)) => {}
+            }
+        }
+        let connect = TcpStream::connect(self.plain.connect.as_str());
+        let stream = match tokio::time::timeout(self.upstream.connect_timeout(), connect).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(_)) => return Exchange::Unconnected,
+            Err(_) => {
+                return Exchange::BeforeHead(AttemptError::transport(timeout_error(format!(
+                    "endpoint {} did not answer in time",
+                    self.upstream.id
+                ))));
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = Conn {
+            stream,
+            buf: Vec::new(),
+            idle_since: Instant::now(),
+        };
+        match self.on(conn, request).await {
+            Ok(outcome) | Err(TryError::Done(outcome)) => outcome,
+            Err(TryError::Stale(err)) => {
+                Exchange::BeforeHead(AttemptError::transport(self.transport(&err)))
+            }
+        }
+    }
+
+    /// `endpoint X unreachable: ...`, in the shape of reqwest's message for a failed send.
+    fn transport(&self, err: &io::Error) -> ApiError {
+        ApiError::upstream_transport(format!(
+            "endpoint {} unreachable: error sending request for url (http://{}{}{}): client error (SendRequest): {err}",
+            self.upstream.id, self.plain.authority, self.plain.path, self.path
+        ))
+    }
+
+    /// A failure reading the body, in the shape of reqwest's message for it.
+    fn body_error(&self, err: &io::Error) -> Exchange {
+        Exchange::AfterHead(AttemptError::transport(ApiError::upstream_transport(
+            format!(
+                "endpoint {} unreachable: error decoding response body: request or response body error: error reading a body from connection: {err}",
+                self.upstream.id
+            ),
+        )))
+    }
+
+    /// One try on `conn`.
+    async fn on(&self, mut conn: Conn, request: &[u8]) -> Result<Exchange, TryError> {
+        conn.stream
+            .write_all(request)
+            .await
+            .map_err(TryError::Stale)?;
+        let head = loop {
+            match read_head(&mut conn).await {
+                Ok(head) if head.status.is_informational() => {
+                    if head.status == StatusCode::SWITCHING_PROTOCOLS {
+                        return Err(TryError::Done(self.head_error("unexpected 101 response")));
+                    }
+                    conn.buf.drain(..head.len);
+                }
+                Ok(head) => break head,
+                Err(HeadError::Closed) => {
+                    return Err(TryError::Done(
+                        self.head_error("connection closed before message completed"),
+                    ));
+                }
+                Err(HeadError::Io(err)) => {
+                    return Err(TryError::Done(Exchange::BeforeHead(
+                        AttemptError::transport(self.transport(&err)),
+                    )));
+                }
+                Err(HeadError::Invalid(what)) => return Err(TryError::Done(self.head_error(what))),
+            }
+        };
+        conn.buf.drain(..head.len);
+        if let Some(coding) = &head.content_encoding {
+            return Ok(Exchange::AfterHead(AttemptError {
+                error: ApiError::upstream_protocol(format!(
+                    "endpoint {} answered with content-encoding {coding}, which the gateway did not ask for",
+                    self.upstream.id
+                )),
+                retryable: false,
+            }));
+        }
+        let success = head.status.is_success();
+        let cap = if success {
+            self.upstream.max_response_bytes
+        } else {
+            MAX_ERROR_BODY_BYTES
+        };
+        let read = read_body(&mut conn, head.framing, cap).await;
+        let key = self.upstream.pool_key();
+        if !success {
+            // Only the start of an error body is read (for the upstream's message).
+            let body = match read {
+                Ok(BodyRead::Whole(body)) => {
+                    if head.keep_alive && conn.buf.is_empty() {
+                        checkin(key, conn);
+                    }
+                    body
+                }
+                Ok(BodyRead::Cut(body)) => body,
+                Err(_) => Vec::new(),
+            };
+            return Ok(Exchange::AfterHead(AttemptError {
+                error: status_error(&self.upstream.id, head.status, &body, self.capability_route),
+                retryable: head.status.is_server_error()
+                    || head.status == StatusCode::TOO_MANY_REQUESTS,
+            }));
+        }
+        Ok(match read {
+            Ok(BodyRead::Whole(body)) => {
+                if head.keep_alive && conn.buf.is_empty() {
+                    checkin(key, conn);
+                }
+                Exchange::Whole(body)
+            }
+            Ok(BodyRead::Cut(_)) => Exchange::AfterHead(AttemptError {
+                error: too_large(self.upstream, cap),
+                retryable: false,
+            }),
+            Err(err) => self.body_error(&err),
+        })
+    }
+
+    fn head_error(&self, what: &str) -> Exchange {
+        Exchange::BeforeHead(AttemptError::transport(
+            self.transport(&io::Error::new(io::ErrorKind::InvalidData, what.to_owned())),
+        ))
+    }
+}
+
+/// How a response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// `Content-Length` (or no body at all: 0).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Until the upstream closes the connection.
+    Close,
+}
+
+/// A parsed response head.
+#[derive(Debug)]
+struct Head {
+    status: StatusCode,
+    /// Its length in the buffer.
+    len: usize,
+    framing: Framing,
+    /// Whether the connection may carry another request afterwards.
+    keep_alive: bool,
+    /// A `Content-Encoding` other than `identity`.
+    content_encoding: Option<String>,
+}
+
+#[derive(Debug)]
+enum HeadError {
+    /// The upstream closed the connection before a whole head arrived.
+    Closed,
+    Io(io::Error),
+    Invalid(&'static str),
+}
+
+/// Reads more of the connection into its buffer; `Ok(0)` at the end.
+async fn fill(conn: &mut Conn) -> io::Result<usize> {
+    conn.buf.reserve(READ_CHUNK);
+    conn.stream.read_buf(&mut conn.buf).await
+}
+
+/// Reads until `conn.buf` starts with a whole response head, and parses it.
+async fn read_head(conn: &mut Conn) -> Result<Head, HeadError> {
+    loop {
+        if !conn.buf.is_empty() {
+            if let Some(head) = parse_head(&conn.buf)? {
+                return Ok(head);
+            }
+            if conn.buf.len() > MAX_HEAD_BYTES {
+                return Err(HeadError::Invalid("message head is too large"));
+            }
+        }
+        match fill(conn).await {
+            Ok(0) => return Err(HeadError::Closed),
+            Ok(_) => {}
+            Err(err) => return Err(HeadError::Io(err)),
+        }
+    }
+}
+
+/// Parses the head at the start of `buf`; `None` while it is incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HeadError::Invalid("message head is too large"));
+        }
+        Err(_) => return Err(HeadError::Invalid("invalid HTTP response head")),
+    };
+    let status = response
+        .code
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or(HeadError::Invalid("invalid HTTP status code"))?;
+    let http11 = response.version == Some(1);
+    let mut keep_alive = http11;
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    let mut content_encoding = None;
+    for header in response.headers.iter() {
+        let value = std::str::from_utf8(header.value)
+            .map_err(|_| HeadError::Invalid("invalid HTTP header value"))?
+            .trim();
+        let name = header.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let parsed = parse_length(value)?;
+            if length.is_some_and(|seen| seen != parsed) {
+                return Err(HeadError::Invalid("conflicting content-length headers"));
+            }
+            length = Some(parsed);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = true;
+            chunked = value
+                .rsplit(',')
+                .next()
+                .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case("keep-alive") && !http11 {
+                    keep_alive = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("content-encoding")
+            && !value.is_empty()
+            && !value.eq_ignore_ascii_case("identity")
+        {
+            content_encoding = Some(value.to_owned());
+        }
+    }
+    let no_body = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let framing = if no_body {
+        Framing::Length(0)
+    } else if transfer_encoding {
+        if chunked {
+            Framing::Chunked
+        } else {
+            Framing::Close
+        }
+    } else {
+        match length {
+            Some(length) => Framing::Length(length),
+            None => Framing::Close,
+        }
+    };
+    if framing == Framing::Close {
+        keep_alive = false;
+    }
+    Ok(Some(Head {
+        status,
+        len,
+        framing,
+        keep_alive,
+        content_encoding,
+    }))
+}
+
+fn parse_length(value: &str) -> Result<u64, HeadError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(HeadError::Invalid("invalid content-length header"));
+    }
+    value
+        .parse()
+        .map_err(|_| HeadError::Invalid("invalid content-length header"))
+}
+
+/// A body read up to a cap.
+#[derive(Debug)]
+enum BodyRead {
+    /// The whole body; the connection's buffer holds what came after it.
+    Whole(Vec<u8>),
+    /// The body goes on past the cap (what was read of it; the rest is never read).
+    Cut(Vec<u8>),
+}
+
+fn cut_short() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "end of file before message length reached",
+    )
+}
+
+/// Reads the body that follows the head (already removed from `conn.buf`).
+async fn read_body(conn: &mut Conn, framing: Framing, cap: usize) -> io::Result<BodyRead> {
+    match framing {
+        Framing::Length(length) => {
+            if length > cap as u64 {
+                return Ok(BodyRead::Cut(Vec::new()));
+            }
+            // `length <= cap`, which is a usize.
+            let length = usize::try_from(length).unwrap_or(cap);
+            while conn.buf.len() < length {
+                if fill(conn).await? == 0 {
+                    return Err(cut_short());
+                }
+            }
+            let rest = conn.buf.split_off(length);
+            let body = std::mem::replace(&mut conn.buf, rest);
+            Ok(BodyRead::Whole(body))
+        }
+        Framing::Close => {
+            loop {
+                if conn.buf.len() > cap {
+                    conn.buf.truncate(cap);
+                    return Ok(BodyRead::Cut(std::mem::take(&mut conn.buf)));
+                }
+                if fill(conn).await? == 0 {
+                    break;
+                }
+            }
+            Ok(BodyRead::Whole(std::mem::take(&mut conn.buf)))
+        }
+        Framing::Chunked => read_chunked(conn, cap).await,
+    }
+}
+
+/// Decodes a chunked body (extensions and trailers are read and ignored).
+async fn read_chunked(conn: &mut Conn, cap: usize) -> io::Result<BodyRead> {
+    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    let mut body = Vec::new();
+    // Where the undecoded part of `conn.buf` starts.
+    let mut at = 0;
+    loop {
+        let (consumed, size) = loop {
+            match httparse::parse_chunk_size(&conn.buf[at..]) {
+                Ok(httparse::Status::Complete(parsed)) => break parsed,
+                Ok(httparse::Status::Partial) => {
+                    if conn.buf.len() - at > MAX_HEAD_BYTES {
+                        return Err(invalid("invalid chunk size line"));
+                    }
+                    if fill(conn).await? == 0 {
+                        return Err(cut_short());
+                    }
+                }
+                Err(_) => return Err(invalid("invalid chunk size line")),
+            }
+        };
+        at += consumed;
+        if size == 0 {
+            // Trailers: header lines up to an empty line.
+            loop {
+                let line_end = loop {
+                    if let Some(end) = conn.buf[at..].windows(2).position(|w| w == b"\r\n") {
+                        break end;
+                    }
+                    if conn.buf.len() - at > MAX_HEAD_BYTES {
+                        return Err(invalid("chunked trailers too large"));
+                    }
+                    if fill(conn).await? == 0 {
+                        return Err(cut_short());
+                    }
+                };
+                at += line_end + 2;
+                if line_end == 0 {
+                    conn.buf.drain(..at);
+                    return Ok(BodyRead::Whole(body));
+                }
+            }
+        }
+        let room = (cap - body.len()) as u64;
+        if size > room {
+            // The cap is reached within this chunk: keep what fits, read no further.
+            let available = conn.buf.len() - at;
+            let take = available.min(cap - body.len());
+            body.extend_from_slice(&conn.buf[at..at + take]);
+            return Ok(BodyRead::Cut(body));
+        }
+        // `size <= room <= cap`, which is a usize.
+        let size = usize::try_from(size).unwrap_or(0);
+        while conn.buf.len() - at < size + 2 {
+            if fill(conn).await? == 0 {
+                return Err(cut_short());
+            }
+        }
+        body.extend_from_slice(&conn.buf[at..at + size]);
+        if &conn.buf[at + size..at + size + 2] != b"\r\n" {
+            return Err(invalid("chunk not followed by CRLF"));
+        }
+        at += size + 2;
+        // Keep the buffer from growing with the whole body.
+        if at > READ_CHUNK {
+            conn.buf.drain(..at);
+            at = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Bytes;
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::config::EndpointConfig;
+    use crate::error::ErrorCode;
+    use crate::secret::Secret;
+
+    /// What the scripted upstream does with one request.
+    #[derive(Debug, Clone)]
+    enum Act {
+        /// Writes these bytes and waits for the next request on the connection.
+        Reply(&'static str),
+        /// Writes these bytes and closes the connection.
+        ReplyClose(String),
+        /// Closes the connection without answering.
+        Close,
+        /// Never answers.
+        Hang,
+    }
+
+    #[derive(Debug, Default)]
+    struct Seen {
+        connections: usize,
+        heads: Vec<String>,
+        bodies: Vec<Vec<u8>>,
+    }
+
+    /// A raw HTTP/1.1 upstream on 127.0.0.1:0 acting out `script`, one act per request,
+    /// in order over all connections.
+    async fn upstream(script: Vec<Act>) -> (String, Arc<Mutex<Seen>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let record = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                record.lock().unwrap().connections += 1;
+                let (record, script) = (record.clone(), script.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        // One request: the head, then `content-length` bytes.
+                        let head_end = loop {
+                            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break end + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match stream.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8(buf[..head_end].to_vec()).unwrap();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        while buf.len() < head_end + length {
+                            let mut chunk = [0u8; 4096];
+                            match stream.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let body = buf[head_end..head_end + length].to_vec();
+                        buf.drain(..head_end + length);
+                        {
+                            let mut seen = record.lock().unwrap();
+                            seen.heads.push(head);
+                            seen.bodies.push(body);
+                        }
+                        let act = script.lock().unwrap().pop_front().unwrap_or(Act::Close);
+                        match act {
+                            Act::Reply(bytes) => {
+                                if stream.write_all(bytes.as_bytes()).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Act::ReplyClose(bytes) => {
+                                let _ = stream.write_all(bytes.as_bytes()).await;
+                                return;
+                            }
+                            Act::Close => return,
+                            Act::Hang => std::future::pending::<()>().await,
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/v1"), seen)
+    }
+
+    fn endpoint(base_url: &str) -> Upstream {
+        Upstream::new(&EndpointConfig {
+            id: "up".into(),
+            base_url: base_url.into(),
+            api_key: Some(Secret::new("up-key")),
+            dominion: None,
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+            stream_first_byte_timeout: Duration::from_secs(10),
+            stream_idle_timeout: Duration::from_secs(10),
+            max_response_bytes: 64,
+            max_stream_event_bytes: 1024,
+            failover_cooldown: Duration::from_secs(1),
+        })
+        .unwrap()
+    }
+
+    async fn send(upstream: &Upstream, body: &'static str) -> Exchange {
+        let plain = Plain::parse_url(&upstream.base_url).unwrap();
+        let body = Bytes::from_static(body.as_bytes());
+        exchange(
+            upstream,
+            &plain,
+            "/chat/completions",
+            Payload::Raw(&body),
+            false,
+        )
+        .await
+    }
+
+    fn whole(exchange: Exchange) -> String {
+        match exchange {
+            Exchange::Whole(body) => String::from_utf8(body).unwrap(),
+            other => panic!("not a whole body: {other:?}"),
+        }
+    }
+
+    fn after_head(exchange: Exchange) -> AttemptError {
+        match exchange {
+            Exchange::AfterHead(failed) => failed,
+            other => panic!("not a failure after the head: {other:?}"),
+        }
+    }
+
+    fn before_head(exchange: Exchange) -> AttemptError {
+        match exchange {
+            Exchange::BeforeHead(failed) => failed,
+            other => panic!("not a failure before the head: {other:?}"),
+        }
+    }
+
+    fn message(error: &ApiError) -> String {
+        error.envelope()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    const OK: &str =
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n{\"a\":12}";
+
+    #[test]
+    fn plain_http_base_urls_are_parsed_once() {
+        let plain = Plain::parse_url("http://127.0.0.1:8080/v1").unwrap();
+        assert_eq!(
+            (
+                plain.connect.as_str(),
+                plain.authority.as_str(),
+                plain.path.as_str()
+            ),
+            ("127.0.0.1:8080", "127.0.0.1:8080", "/v1")
+        );
+        let plain = Plain::parse_url("http://example.com/").unwrap();
+        assert_eq!(
+            (
+                plain.connect.as_str(),
+                plain.authority.as_str(),
+                plain.path.as_str()
+            ),
+            ("example.com:80", "example.com", "")
+        );
+        let plain = Plain::parse_url("http://[::1]:9/api/v1").unwrap();
+        assert_eq!(plain.connect, "[::1]:9");
+        assert_eq!(plain.path, "/api/v1");
+        for other in [
+            "https://example.com/v1",
+            "http://u:p@example.com/v1",
+            "nonsense",
+        ] {
+            assert!(Plain::parse_url(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn response_heads_are_framed_as_hyper_frames_them() {
+        let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap();
+        let h = head("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Length(12), true));
+        let h = head("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Chunked, true));
+        let h = head("HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+        let h =
+            head("HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\ncontent-length: 1\r\n\r\n");
+        assert!(!h.keep_alive);
+        let h = head("HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n");
+        assert!(!h.keep_alive);
+        let h = head("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 1\r\n\r\n");
+        assert!(h.keep_alive);
+        let h = head("HTTP/1.1 204 No Content\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Length(0), true));
+        let h = head("HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 1\r\n\r\n");
+        assert_eq!(h.content_encoding.as_deref(), Some("gzip"));
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\ncontent-le")
+                .unwrap()
+                .is_none()
+        );
+        for bad in [
+            "HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            "HELLO\r\n\r\n",
+        ] {
+            assert!(parse_head(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_share_one_kept_alive_connection() {
+        let (url, seen) = upstream(vec![Act::Reply(OK), Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        assert_eq!(whole(send(&up, r#"{"m":1}"#).await), r#"{"a":12}"#);
+        assert_eq!(whole(send(&up, r#"{"m":2}"#).await), r#"{"a":12}"#);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.connections, 1);
+        let head = &seen.heads[0];
+        let port = url
+            .trim_start_matches("http://127.0.0.1:")
+            .trim_end_matches("/v1");
+        assert!(
+            head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            "{head}"
+        );
+        for line in [
+            format!("host: 127.0.0.1:{port}"),
+            "content-type: application/json".into(),
+            "authorization: Bearer up-key".into(),
+            "accept-encoding: identity".into(),
+            "content-length: 7".into(),
+        ] {
+            assert!(head.contains(&format!("{line}\r\n")), "{line}: {head}");
+        }
+        assert_eq!(
+            seen.bodies,
+            [br#"{"m":1}"#.to_vec(), br#"{"m":2}"#.to_vec()]
+        );
+    }
+
+    #[tokio::test]
+    async fn chunked_bodies_are_decoded() {
+        let chunked = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0a\r\n0123456789\r\n0\r\nx-trailer: 1\r\n\r\n";
+        let (url, seen) = upstream(vec![Act::Reply(chunked), Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        assert_eq!(whole(send(&up, "{}").await), "abc0123456789");
+        // The trailer was consumed: the connection serves the next request.
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_response_does_not_keep_alive_is_not_reused() {
+        let close =
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok".to_owned();
+        let until_eof = "HTTP/1.1 200 OK\r\n\r\nuntil the end".to_owned();
+        let (url, seen) = upstream(vec![
+            Act::ReplyClose(close),
+            Act::ReplyClose(until_eof),
+            Act::Reply(OK),
+        ])
+        .await;
+        let up = endpoint(&url);
+        assert_eq!(whole(send(&up, "{}").await), "ok");
+        assert_eq!(whole(send(&up, "{}").await), "until the end");
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 3);
+    }
+
+    #[tokio::test]
+    async fn a_pooled_connection_closed_while_idle_is_replaced() {
+        // The upstream answers (keep-alive) and then closes the connection.
+        let (url, seen) = upstream(vec![Act::ReplyClose(OK.to_owned()), Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        // The close is seen before the reuse: the request goes out on a new connection.
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_written_to_a_reused_connection_is_never_sent_twice() {
+        // The upstream reads the second request on the kept-alive connection and closes
+        // it without an answer.
+        let (url, seen) = upstream(vec![Act::Reply(OK), Act::Close, Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        let failed = before_head(send(&up, "{}").await);
+        assert!(failed.retryable, "failover may move on");
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(seen.lock().unwrap().heads.len(), 2, "sent once");
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 2);
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_cap_fail_and_close_the_connection() {
+        let declared = "HTTP/1.1 200 OK\r\ncontent-length: 65\r\n\r\n";
+        let chunked = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n40\r\n0123456789012345678901234567890123456789012345678901234567890123\r\n1\r\nx\r\n0\r\n\r\n";
+        let (url, seen) = upstream(vec![
+            Act::Reply(declared),
+            Act::Reply(chunked),
+            Act::Reply(OK),
+        ])
+        .await;
+        let up = endpoint(&url);
+        for _ in 0..2 {
+            let failed = after_head(send(&up, "{}").await);
+            assert!(!failed.retryable);
+            assert_eq!(failed.error.error_code(), ErrorCode::UpstreamProtocol);
+            assert_eq!(
+                failed.error.to_string(),
+                too_large(&up, 64).to_string(),
+                "the message of the reqwest path"
+            );
+        }
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 3);
+    }
+
+    #[tokio::test]
+    async fn error_statuses_map_as_on_the_reqwest_path() {
+        let busy = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 29\r\n\r\n{\"error\":{\"message\":\"busy!\"}}";
+        let bad = "HTTP/1.1 400 Bad Request\r\ncontent-length: 2\r\n\r\n{}";
+        let (url, seen) = upstream(vec![Act::Reply(busy), Act::Reply(bad), Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        let failed = after_head(send(&up, "{}").await);
+        assert!(failed.retryable);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamStatus);
+        assert_eq!(
+            failed.error.to_string(),
+            status_error(
+                "up",
+                StatusCode::SERVICE_UNAVAILABLE,
+                br#"{"error":{"message":"busy!"}}"#,
+                false
+            )
+            .to_string()
+        );
+        assert!(failed.error.to_string().contains("busy!"));
+        let failed = after_head(send(&up, "{}").await);
+        assert!(!failed.retryable);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamRejected);
+        // Both error bodies were read whole: the connection stays in use.
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 1);
+    }
+
+    #[tokio::test]
+    async fn transport_failures_are_retryable_and_never_reuse_the_connection() {
+        let cut = "HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nonly ten b".to_owned();
+        let encoded = "HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 1\r\n\r\nx";
+        let (url, seen) = upstream(vec![
+            Act::Close,
+            Act::ReplyClose(cut),
+            Act::ReplyClose("garbage\r\n\r\n".into()),
+            Act::Reply(encoded),
+            Act::Reply(OK),
+        ])
+        .await;
+        let up = endpoint(&url);
+        // Closed without an answer, on a new connection: no second try.
+        let failed = before_head(send(&up, "{}").await);
+        assert!(failed.retryable);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert!(
+            message(&failed.error).starts_with("endpoint up unreachable: "),
+            "{}",
+            failed.error
+        );
+        // Cut in the middle of the body.
+        let failed = after_head(send(&up, "{}").await);
+        assert!(failed.retryable);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        // Not HTTP.
+        let failed = before_head(send(&up, "{}").await);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        // An encoding the request did not accept.
+        let failed = after_head(send(&up, "{}").await);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamProtocol);
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.heads.len(), 5, "every request was sent exactly once");
+        assert_eq!(seen.connections, 5);
+    }
+
+    #[tokio::test]
+    async fn the_whole_exchange_is_bounded_by_the_endpoint_timeout() {
+        let (url, _seen) = upstream(vec![Act::Hang]).await;
+        let mut config = EndpointConfig {
+            id: "up".into(),
+            base_url: url,
+            api_key: None,
+            dominion: None,
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_millis(200),
+            stream_first_byte_timeout: Duration::from_secs(10),
+            stream_idle_timeout: Duration::from_secs(10),
+            max_response_bytes: 64,
+            max_stream_event_bytes: 1024,
+            failover_cooldown: Duration::from_secs(1),
+        };
+        let up = Upstream::new(&config).unwrap();
+        let failed = tokio::time::timeout(Duration::from_secs(10), send(&up, "{}"))
+            .await
+            .expect("the endpoint timeout did not end the exchange");
+        let failed = before_head(failed);
+        assert!(failed.retryable);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTimeout);
+        assert_eq!(message(&failed.error), "endpoint up did not answer in time");
+        // Nothing listens: the attempt is left to reqwest, which reports it as before.
+        config.base_url = "http://127.0.0.1:1/v1".into();
+        let up = Upstream::new(&config).unwrap();
+        assert!(matches!(send(&up, "{}").await, Exchange::Unconnected));
+    }
+
+    /// The reqwest path's message for the same failure, for comparison.
+    async fn via_reqwest(up: &Upstream) -> String {
+        via_reqwest_body(up).await.unwrap_err()
+    }
+
+    /// The reqwest path's message for a failure before (`Err`) or while reading the body
+    /// (`Ok`), as `failover::attempt_one` maps it.
+    async fn via_reqwest_body(up: &Upstream) -> Result<String, String> {
+        let body = Bytes::from_static(b"{}");
+        let call = super::super::UpstreamCall {
+            upstream: up,
+            path: "/chat/completions",
+            body: Payload::Raw(&body),
+            streaming: false,
+            capability_route: false,
+        };
+        let response = super::super::send_attempt(call)
+            .await
+            .map_err(|failed| message(&failed.error))?;
+        match super::super::read_capped(response, up.max_response_bytes).await {
+            Ok(_) => panic!("reqwest read the whole body"),
+            Err(err) => Ok(message(&super::super::transport_error(&up.id, &err))),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_reads_as_on_the_reqwest_path() {
+        let cut = "HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nonly ten b".to_owned();
+        let (url, _seen) = upstream(vec![Act::ReplyClose(cut.clone()), Act::ReplyClose(cut)]).await;
+        let up = endpoint(&url);
+        let ours = message(&after_head(send(&up, "{}").await).error);
+        let theirs = via_reqwest_body(&up).await.unwrap();
+        assert_eq!(ours, theirs);
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_without_an_answer_reads_as_on_the_reqwest_path() {
+        let (url, _seen) = upstream(vec![Act::Close, Act::Close]).await;
+        let up = endpoint(&url);
+        let ours = message(&before_head(send(&up, "{}").await).error);
+        let theirs = via_reqwest(&up).await;
+        assert_eq!(ours, theirs);
+    }
+
+    #[tokio::test]
+    async fn failover_sends_buffered_plain_requests_inline_and_streams_through_reqwest() {
+        use crate::metrics::{Metrics, Trace};
+        use crate::relay::failover::{self, Answer, Attempt, Cooldowns, Observers};
+        use crate::state::Route;
+
+        let busy = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 2\r\n\r\n{}";
+        let sse = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 14\r\n\r\ndata: [DONE]\n\n";
+        let (first_url, first) = upstream(vec![Act::Reply(busy)]).await;
+        let (second_url, second) = upstream(vec![Act::Reply(OK), Act::Reply(sse)]).await;
+        let (a, b) = (endpoint(&first_url), endpoint(&second_url));
+        let routes = [
+            Route {
+                upstream: &a,
+                admission: None,
+                child: None,
+            },
+            Route {
+                upstream: &b,
+                admission: None,
+                child: None,
+            },
+        ];
+        let (metrics, cooldowns, trace) = (Metrics::new(), Cooldowns::default(), Trace::default());
+        let observers = Observers {
+            metrics: &metrics,
+            cooldowns: &cooldowns,
+            trace: &trace,
+        };
+        let body = Bytes::from_static(b"{}");
+        let mut attempt = Attempt {
+            model: "m",
+            path: "/chat/completions",
+            body: Payload::Raw(&body),
+            streaming: false,
+            capability_route: false,
+            client: None,
+        };
+        // The first endpoint's 503 moves the request to the second, both inline.
+        let answered = failover::send(&routes, attempt, observers).await.unwrap();
+        assert!(std::ptr::eq(answered.upstream, &b));
+        assert!(matches!(&answered.answer, Answer::Buffered(bytes) if bytes == br#"{"a":12}"#));
+        // A stream goes through reqwest (which asks for compressed bodies).
+        attempt.streaming = true;
+        let cooldowns = Cooldowns::default();
+        let observers = Observers {
+            cooldowns: &cooldowns,
+            ..observers
+        };
+        let answered = failover::send(&routes[1..], attempt, observers)
+            .await
+            .unwrap();
+        assert!(matches!(answered.answer, Answer::Stream(..)));
+        let inline = "accept-encoding: identity\r\n";
+        assert!(first.lock().unwrap().heads[0].contains(inline));
+        let second = second.lock().unwrap();
+        assert!(second.heads[0].contains(inline), "{}", second.heads[0]);
+        assert!(!second.heads[1].contains(inline), "{}", second.heads[1]);
+        assert!(second.heads[1].contains("gzip"), "{}", second.heads[1]);
+        assert_eq!(second.connections, 2, "reqwest has its own connections");
+    }
+}
