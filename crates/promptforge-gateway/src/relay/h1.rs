@@ -655,13 +655,15 @@ async fn read_chunked(conn: &mut Conn, cap: usize) -> io::Result<BodyRead> {
         };
         at += consumed;
         if size == 0 {
-            // Trailers: header lines up to an empty line.
+            // Trailers: header lines up to an empty line, all of them together no larger
+            // than a response head.
+            let trailers = at;
             loop {
                 let line_end = loop {
                     if let Some(end) = conn.buf[at..].windows(2).position(|w| w == b"\r\n") {
                         break end;
                     }
-                    if conn.buf.len() - at > MAX_HEAD_BYTES {
+                    if conn.buf.len() - trailers > MAX_HEAD_BYTES {
                         return Err(invalid("chunked trailers too large"));
                     }
                     if fill(conn).await? == 0 {
@@ -672,6 +674,9 @@ async fn read_chunked(conn: &mut Conn, cap: usize) -> io::Result<BodyRead> {
                 if line_end == 0 {
                     conn.buf.drain(..at);
                     return Ok(BodyRead::Whole(body));
+                }
+                if at - trailers > MAX_HEAD_BYTES {
+                    return Err(invalid("chunked trailers too large"));
                 }
             }
         }
@@ -974,6 +979,27 @@ mod tests {
         // The trailer was consumed: the connection serves the next request.
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         assert_eq!(seen.lock().unwrap().connections, 1);
+    }
+
+    #[tokio::test]
+    async fn chunked_trailers_are_bounded_like_a_head() {
+        // Short trailer lines, each well under the bound, adding up to more than a head.
+        let line = "x-t: 1\r\n";
+        let endless = format!(
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n{}\r\n",
+            line.repeat(MAX_HEAD_BYTES / line.len() + 2)
+        );
+        let (url, seen) = upstream(vec![Act::ReplyClose(endless), Act::Reply(OK)]).await;
+        let up = endpoint(&url);
+        let failed = after_head(send(&up, "{}").await);
+        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert!(
+            message(&failed.error).contains("chunked trailers too large"),
+            "{}",
+            message(&failed.error)
+        );
+        assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
+        assert_eq!(seen.lock().unwrap().connections, 2);
     }
 
     #[tokio::test]
