@@ -29,6 +29,7 @@ use tokio::time::Instant;
 
 use crate::config::ServerLimits;
 use crate::error::{ApiError, ErrorCode};
+use crate::metrics::{OVERHEAD_HEADER, overhead_ms};
 use crate::routes::App;
 use crate::shutdown::ShutdownTrigger;
 
@@ -145,23 +146,29 @@ async fn reject(mut stream: TcpStream, max: u32) {
         }
     })
     .await;
+    // The gateway's own time starts once the head is in (as for a routed request).
+    let decided = Instant::now();
     let error = ApiError::new(
         ErrorCode::TooManyConnections,
         format!("the gateway already has {max} open connections (max_connections); retry later"),
     );
-    let _ = stream.write_all(&raw_response(&error)).await;
+    let _ = stream.write_all(&raw_response(&error, decided)).await;
     let _ = stream.shutdown().await;
     // Read the rest of what the client sent, so closing does not reset the connection
     // before it has read the answer.
     while matches!(stream.read(&mut chunk).await, Ok(n) if n > 0) {}
 }
 
-/// A whole HTTP/1.1 response carrying `error`'s envelope, closing the connection.
-fn raw_response(error: &ApiError) -> Vec<u8> {
+/// A whole HTTP/1.1 response carrying `error`'s envelope, closing the connection, with
+/// the gateway's own time since `decided` (when the answer was decided on) in
+/// `X-PromptForge-Overhead-Ms`, as every routed response has it. No endpoint was tried, so
+/// there is no `X-PromptForge-Endpoint`.
+fn raw_response(error: &ApiError, decided: Instant) -> Vec<u8> {
     let body = error.envelope().to_string();
     let status = error.status();
+    let overhead = overhead_ms(decided.elapsed());
     format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{OVERHEAD_HEADER}: {overhead}\r\nconnection: close\r\n\r\n{body}",
         status.as_u16(),
         status.canonical_reason().unwrap_or(""),
         body.len()
@@ -499,6 +506,7 @@ impl Watched {
 /// one: a 400, 414 or 431 head with `content-length: 0` and no content type (every answer
 /// the gateway itself writes carries a JSON body).
 fn replacement(buf: &[u8], max_header_bytes: usize) -> Option<Vec<u8>> {
+    let decided = Instant::now();
     let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
     if head_end + 4 != buf.len() {
         return None;
@@ -523,7 +531,7 @@ fn replacement(buf: &[u8], max_header_bytes: usize) -> Option<Vec<u8>> {
         ),
         _ => return None,
     };
-    Some(raw_response(&error))
+    Some(raw_response(&error, decided))
 }
 
 impl AsyncRead for Watched {
@@ -593,6 +601,14 @@ mod tests {
         assert!(
             replaced.contains("\"code\":\"headers_too_large\""),
             "{replaced}"
+        );
+        let overhead = replaced
+            .lines()
+            .find_map(|line| line.strip_prefix("x-promptforge-overhead-ms: "))
+            .expect("the overhead header");
+        assert!(
+            overhead.parse::<f64>().is_ok_and(|ms| ms >= 0.0),
+            "{overhead}"
         );
         let bad = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
         assert!(replacement(bad, 65536).is_some());

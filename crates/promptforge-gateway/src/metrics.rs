@@ -405,6 +405,11 @@ pub(crate) async fn observe(
     record(&state, route, start, &trace, response)
 }
 
+/// The value of [`OVERHEAD_HEADER`] for `overhead`: milliseconds with three decimals.
+pub(crate) fn overhead_ms(overhead: Duration) -> String {
+    format!("{:.3}", overhead.as_secs_f64() * 1000.0)
+}
+
 /// What [`observe`] does once the response head is ready, for a request of route
 /// pattern `route` that arrived at `start`: counts it, observes the latency histograms
 /// and sets the overhead and endpoint headers. The direct chat dispatch (see
@@ -420,7 +425,7 @@ pub(crate) fn record(
     let data = std::mem::take(&mut *trace.inner.lock().unwrap_or_else(PoisonError::into_inner));
     let overhead = total.saturating_sub(data.upstream + data.queue);
     let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&format!("{:.3}", overhead.as_secs_f64() * 1000.0)) {
+    if let Ok(value) = HeaderValue::from_str(&overhead_ms(overhead)) {
         headers.insert(OVERHEAD_HEADER, value);
     }
     if let Some(endpoint) = &data.endpoint

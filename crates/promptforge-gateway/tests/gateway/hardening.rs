@@ -271,8 +271,10 @@ async fn connections_over_the_cap_get_a_503_envelope_and_health_recovers() {
             .await;
         match res {
             Ok(res) if res.status() == 503 => {
+                // The connection layer's answers carry the overhead header too.
+                let timed = res.headers().contains_key("x-promptforge-overhead-ms");
                 let body: Value = res.json().await.unwrap_or(Value::Null);
-                code(&body) == "too_many_connections"
+                timed && code(&body) == "too_many_connections"
             }
             _ => false,
         }
@@ -640,6 +642,10 @@ async fn protocol_level_errors_carry_the_envelope() {
     let answer = raw_exchange(&gw, &big).await;
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     assert_eq!(code(&raw_body(&answer)), "headers_too_large", "{answer}");
+    assert!(
+        answer.contains("\r\nx-promptforge-overhead-ms: "),
+        "{answer}"
+    );
     // 400: a header line without a colon, and a request line that is not HTTP.
     for bad in [
         &b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n"[..],
@@ -650,6 +656,10 @@ async fn protocol_level_errors_carry_the_envelope() {
         assert_eq!(code(&raw_body(&answer)), "invalid_request", "{answer}");
         assert!(
             answer.contains("content-type: application/json"),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("\r\nx-promptforge-overhead-ms: "),
             "{answer}"
         );
     }
