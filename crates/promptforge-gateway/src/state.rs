@@ -422,6 +422,27 @@ pub(crate) struct Booted {
     pub shutdown: ShutdownTrigger,
 }
 
+/// Boots `boot_toml` as `gateway.toml` in a new temporary directory, with a profile `main`
+/// that includes it (for the in-process tests; the directory lives as long as the
+/// returned guard).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) async fn boot_in_tempdir(boot_toml: &str) -> (Booted, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        ("gateway.toml", boot_toml),
+        ("profiles/main.toml", "include = [\"../gateway.toml\"]\n"),
+    ] {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let booted = boot(&dir.path().join("gateway.toml"), "main")
+        .await
+        .unwrap();
+    (booted, dir)
+}
+
 /// Boot sequence up to (not including) binding: env files, boot `[server]`, the profile's
 /// include chain, validation and routing table.
 pub(crate) async fn boot(boot_file: &Path, profile: &str) -> Result<Booted, ConfigError> {

@@ -173,7 +173,6 @@ mod tests {
     /// A booted gateway whose model `chat-a` fails over from a refused endpoint to
     /// `live_url`, plus `solo` on the refused endpoint alone.
     async fn boot(live_url: &str) -> (Booted, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
         let boot = format!(
             r#"
 [server]
@@ -211,18 +210,7 @@ upstream = "up-embed"
 endpoints = ["live"]
 "#
         );
-        for (path, text) in [
-            ("gateway.toml", boot.as_str()),
-            ("profiles/main.toml", "include = [\"../gateway.toml\"]\n"),
-        ] {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let booted = state::boot(&dir.path().join("gateway.toml"), "main")
-            .await
-            .unwrap();
-        (booted, dir)
+        state::boot_in_tempdir(&boot).await
     }
 
     #[derive(Debug, PartialEq)]

@@ -16,7 +16,6 @@ const KEY: &str = "in-process-key";
 /// A booted state over a temporary configuration: one chat and one embedding model on an
 /// endpoint nothing listens on (no test here goes upstream).
 async fn state() -> (AppState, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
     let boot = format!(
         r#"
 [server]
@@ -45,17 +44,7 @@ upstream = "up-embed"
 endpoints = ["up"]
 "#
     );
-    for (path, text) in [
-        ("gateway.toml", boot.as_str()),
-        ("profiles/main.toml", "include = [\"../gateway.toml\"]\n"),
-    ] {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    let booted = state::boot(&dir.path().join("gateway.toml"), "main")
-        .await
-        .unwrap();
+    let (booted, dir) = state::boot_in_tempdir(&boot).await;
     (booted.state, dir)
 }
 
