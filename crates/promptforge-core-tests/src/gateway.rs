@@ -1,4 +1,5 @@
-//! A real `promptforge-gateway serve` child with a SmolLM2 local model, killed on drop.
+//! A real `promptforge-gateway serve` child with two local models (SmolLM2 for text,
+//! Qwen2.5-Coder for tool calls) and web search pointed at a loopback stub, killed on drop.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,8 +17,32 @@ pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const SMOL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 /// The model name the profile gives SmolLM2.
 pub const MODEL_NAME: &str = "smollm2-135m";
-/// The model description the profile gives SmolLM2; the scenario prompts bind this text.
+/// The model description the profile gives SmolLM2; the text scenario prompts bind this text.
 pub const MODEL_DESCRIPTION: &str = "a small general chat assistant model for short answers";
+
+/// The Qwen2.5-Coder GGUF's file name in the cache (see `scripts/fetch-qwen-coder.sh`).
+pub const TOOL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+/// The Qwen2.5-Coder GGUF's SHA-256.
+pub const TOOL_SHA256: &str = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32";
+/// The model name the profile gives Qwen2.5-Coder.
+pub const TOOL_MODEL_NAME: &str = "qwen2.5-coder-0.5b";
+/// The model description the profile gives Qwen2.5-Coder; the tool scenario prompts bind
+/// this text.
+pub const TOOL_MODEL_DESCRIPTION: &str =
+    "a small coding model that calls tools to look things up before answering";
+
+/// The tool model's context window: room for the tool guide, a few rounds of calls and
+/// results, and the reply.
+pub const TOOL_CONTEXT: u32 = 4096;
+
+/// The loopback search provider the gateway's `[tools.web_search]` points at.
+#[derive(Debug, Clone)]
+pub struct SearchProvider {
+    /// Its base URL (`http://127.0.0.1:<port>`).
+    pub url: String,
+    /// The subscription token the gateway must send.
+    pub key: String,
+}
 
 /// How long the gateway may take to print its listening line (it provisions and starts
 /// `llama-server` first).
@@ -36,12 +61,25 @@ pub struct Parts {
     pub llama_server: PathBuf,
     /// The SmolLM2 GGUF.
     pub model: PathBuf,
+    /// The Qwen2.5-Coder GGUF.
+    pub tool_model: PathBuf,
+    /// The chat template Qwen2.5-Coder is started with (the shipped
+    /// `profiles/qwen2.5-coder.jinja`, see the crate README).
+    pub tool_template: PathBuf,
+}
+
+/// The shipped chat template of the tool model: the repository's
+/// `profiles/qwen2.5-coder.jinja`, which the quick-start profile uses too.
+pub fn tool_template() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../profiles/qwen2.5-coder.jinja")
 }
 
 impl Parts {
     /// Finds the parts: `PROMPTFORGE_GATEWAY_BIN`, else `promptforge-gateway` beside the
     /// current executable; `PROMPTFORGE_LLAMA_SERVER`, else `~/.promptforge/llama.cpp/llama-server`;
-    /// `PROMPTFORGE_SMOLLM2_GGUF`, else `~/.promptforge/models/<SMOL_FILE>`.
+    /// `PROMPTFORGE_SMOLLM2_GGUF`, else `~/.promptforge/models/<SMOL_FILE>`;
+    /// `PROMPTFORGE_QWEN_CODER_GGUF`, else `~/.promptforge/models/<TOOL_FILE>`;
+    /// `PROMPTFORGE_TOOL_TEMPLATE`, else [`tool_template`].
     pub fn locate() -> Result<Self, ScenarioError> {
         let cache =
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".promptforge");
@@ -59,6 +97,12 @@ impl Parts {
         let model = std::env::var_os("PROMPTFORGE_SMOLLM2_GGUF")
             .map(PathBuf::from)
             .unwrap_or_else(|| cache.join("models").join(SMOL_FILE));
+        let tool_model = std::env::var_os("PROMPTFORGE_QWEN_CODER_GGUF")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cache.join("models").join(TOOL_FILE));
+        let tool_template = std::env::var_os("PROMPTFORGE_TOOL_TEMPLATE")
+            .map(PathBuf::from)
+            .unwrap_or_else(tool_template);
         for (what, path, fix) in [
             (
                 "promptforge-gateway",
@@ -71,6 +115,16 @@ impl Parts {
                 "run scripts/build-llama-server.sh",
             ),
             ("SmolLM2 GGUF", &model, "run scripts/fetch-smollm2.sh"),
+            (
+                "Qwen2.5-Coder GGUF",
+                &tool_model,
+                "run scripts/fetch-qwen-coder.sh",
+            ),
+            (
+                "tool model chat template",
+                &tool_template,
+                "restore profiles/qwen2.5-coder.jinja from git",
+            ),
         ] {
             if !path.is_file() {
                 return Err(ScenarioError::Setup(format!(
@@ -83,6 +137,8 @@ impl Parts {
             gateway,
             llama_server,
             model,
+            tool_model,
+            tool_template,
         })
     }
 }
@@ -101,25 +157,42 @@ pub struct GatewayGuard {
 
 /// Quotes a path as a TOML basic string.
 fn toml_str(path: &Path) -> String {
-    serde_json::Value::String(path.display().to_string()).to_string()
+    toml_text(&path.display().to_string())
+}
+
+/// Quotes text as a TOML basic string (JSON string escapes are valid TOML ones).
+fn toml_text(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
 }
 
 impl GatewayGuard {
     /// Writes a temporary boot file and profile, starts `serve` on a free loopback port with a
-    /// random bearer, and waits for `/health` and for `/v1/models` to list [`MODEL_NAME`].
-    pub async fn start(parts: &Parts) -> Result<Self, ScenarioError> {
+    /// random bearer, and waits for `/health` and for `/v1/models` to list both models.
+    /// `search` is the loopback search provider `[tools.web_search]` points at.
+    pub async fn start(parts: &Parts, search: &SearchProvider) -> Result<Self, ScenarioError> {
         let setup =
             |what: &str, e: &dyn std::fmt::Display| ScenarioError::Setup(format!("{what}: {e}"));
         let dir = tempfile::tempdir().map_err(|e| setup("temporary directory", &e))?;
         let key = format!("pf-{:032x}", rand::rng().random::<u128>());
         let boot = format!(
-            "[server]\nbind = \"127.0.0.1:0\"\napi_key = \"${{PF_SCENARIO_KEY}}\"\n\n[local]\ncache_dir = {cache}\nllama_server = {server}\nready_timeout = \"90s\"\n",
+            "[server]\nbind = \"127.0.0.1:0\"\napi_key = \"${{PF_SCENARIO_KEY}}\"\n\n\
+             [local]\ncache_dir = {cache}\nllama_server = {server}\nready_timeout = \"90s\"\n\n\
+             [tools.web_search]\nprovider = \"brave\"\napi_key = \"${{PF_SCENARIO_SEARCH_KEY}}\"\n\
+             base_url = {search_url}\n",
             cache = toml_str(&dir.path().join("cache")),
             server = toml_str(&parts.llama_server),
+            search_url = toml_text(&search.url),
         );
         let profile = format!(
-            "include = [\"../gateway.toml\"]\nmodels = [\"{MODEL_NAME}\"]\n\n[[local_model]]\nname = \"{MODEL_NAME}\"\ndescription = \"{MODEL_DESCRIPTION}\"\nsource = {source}\nsha256 = \"{SMOL_SHA256}\"\ncontext = 2048\nthreads = 1\nparallel = 1\n",
+            "include = [\"../gateway.toml\"]\nmodels = [\"{MODEL_NAME}\", \"{TOOL_MODEL_NAME}\"]\n\n\
+             [[local_model]]\nname = \"{MODEL_NAME}\"\ndescription = \"{MODEL_DESCRIPTION}\"\n\
+             source = {source}\nsha256 = \"{SMOL_SHA256}\"\ncontext = 2048\nthreads = 1\nparallel = 1\n\n\
+             [[local_model]]\nname = \"{TOOL_MODEL_NAME}\"\ndescription = \"{TOOL_MODEL_DESCRIPTION}\"\n\
+             source = {tool_source}\nsha256 = \"{TOOL_SHA256}\"\nchat_template_file = {template}\n\
+             context = {TOOL_CONTEXT}\nthreads = 1\nparallel = 1\n",
             source = toml_str(&parts.model),
+            tool_source = toml_str(&parts.tool_model),
+            template = toml_str(&parts.tool_template),
         );
         let boot_path = dir.path().join("gateway.toml");
         std::fs::write(&boot_path, boot).map_err(|e| setup("gateway.toml", &e))?;
@@ -133,6 +206,7 @@ impl GatewayGuard {
             .args(["--profile", "scenarios"])
             .env_remove("PROMPTFORGE_GATEWAY_CONFIG")
             .env("PF_SCENARIO_KEY", &key)
+            .env("PF_SCENARIO_SEARCH_KEY", &search.key)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -190,13 +264,19 @@ impl GatewayGuard {
                     match models {
                         Ok(r) if r.status().is_success() => {
                             let body: serde_json::Value = r.json().await.unwrap_or_default();
-                            let listed = body["data"]
+                            let ids: Vec<&str> = body["data"]
                                 .as_array()
-                                .is_some_and(|d| d.iter().any(|m| m["id"] == MODEL_NAME));
-                            if listed {
+                                .map(|d| d.iter().filter_map(|m| m["id"].as_str()).collect())
+                                .unwrap_or_default();
+                            if [MODEL_NAME, TOOL_MODEL_NAME]
+                                .iter()
+                                .all(|m| ids.contains(m))
+                            {
                                 return Ok(());
                             }
-                            last = format!("/v1/models lacks {MODEL_NAME}: {body}");
+                            last = format!(
+                                "/v1/models lacks {MODEL_NAME} or {TOOL_MODEL_NAME}: {body}"
+                            );
                         }
                         Ok(r) => last = format!("/v1/models answered {}", r.status()),
                         Err(e) => last = format!("/v1/models: {e}"),

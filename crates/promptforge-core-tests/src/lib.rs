@@ -4,6 +4,7 @@
 
 pub mod gateway;
 pub mod scenarios;
+pub mod search;
 
 use std::time::Instant;
 
@@ -30,9 +31,10 @@ pub async fn run_scenarios(only: &[String]) -> Result<(String, bool), ScenarioEr
     }
     let started = Instant::now();
     let parts = gateway::Parts::locate()?;
-    let guard = gateway::GatewayGuard::start(&parts).await?;
+    let search = search::SearchStub::start().await?;
+    let guard = gateway::GatewayGuard::start(&parts, &search.provider()).await?;
     let boot = started.elapsed();
-    let harness = scenarios::Harness::new(guard).await?;
+    let harness = scenarios::Harness::new(guard, search).await?;
     let rows = scenarios::run_all(&harness, only).await;
     let (pid, children) = harness.processes();
     drop(harness);

@@ -1,4 +1,5 @@
-//! The scenario prompts parse offline, and every file in `scenarios/` belongs to a scenario.
+//! The scenario prompts parse offline, each binds one of the profile's two models by its exact
+//! description, and every file in `scenarios/` belongs to a scenario.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -6,7 +7,7 @@ use std::path::PathBuf;
 use promptforge_core::{NullObserver, Prompt};
 
 #[test]
-fn every_scenario_prompt_parses_and_binds_the_profile_model() {
+fn every_scenario_prompt_parses_and_binds_a_profile_model() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -22,9 +23,12 @@ fn every_scenario_prompt_parses_and_binds_the_profile_model() {
         let source = std::fs::read_to_string(dir.join(file)).unwrap();
         Prompt::parse_named(file, &source, "check", &NullObserver)
             .unwrap_or_else(|e| panic!("{e}"));
+        let binds = |d: &str| source.contains(&format!("\"{d}\""));
+        let text = binds(promptforge_core_tests::gateway::MODEL_DESCRIPTION);
+        let tool = binds(promptforge_core_tests::gateway::TOOL_MODEL_DESCRIPTION);
         assert!(
-            source.contains(promptforge_core_tests::gateway::MODEL_DESCRIPTION),
-            "{file} does not bind the profile's model description"
+            text != tool,
+            "{file} must bind exactly one of the profile's model descriptions"
         );
         let stem = file.trim_end_matches(".md");
         assert!(names.contains(&stem), "{file} is not run by any scenario");
