@@ -9,6 +9,7 @@ mod error;
 mod frontmatter;
 mod lines;
 mod lua;
+mod outline;
 pub(crate) mod template;
 
 use std::ops::Range;
@@ -18,6 +19,11 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 pub use check::{Diagnostic, MAX_DIAGNOSTICS, check};
 pub use error::{ParseError, ParseErrorKind};
 pub use frontmatter::{FileDeclaration, Frontmatter, SUPPORTED_MAJOR, promptforge_version};
+pub use outline::{
+    FRONTMATTER_FIELDS, FieldDoc, FrontmatterEntry, FrontmatterOutline, LuaBlock, Outline,
+    OutlineHeading, OutlineSection, Owner, Placeholder, Resolution, Scope, normalized, outline,
+    parse_address,
+};
 
 use crate::prompt::{Block, LuaChunk, PromptData, Prose, Section, SectionId};
 use lines::Lines;
