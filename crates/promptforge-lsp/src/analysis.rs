@@ -52,7 +52,11 @@ impl Analysis {
     pub(crate) fn index(&self) -> &Index {
         self.index.get_or_init(|| {
             let text = self.text.normalized();
-            Index::build(if text.len() > MAX_PROMPT_BYTES { "" } else { text })
+            Index::build(if text.len() > MAX_PROMPT_BYTES {
+                ""
+            } else {
+                text
+            })
         })
     }
 
@@ -63,7 +67,9 @@ impl Analysis {
             .map(|found| Diagnostic {
                 range: self.check_range(found),
                 severity: Some(DiagnosticSeverity::ERROR),
-                code: Some(NumberOrString::String(found.error().kind().as_str().to_owned())),
+                code: Some(NumberOrString::String(
+                    found.error().kind().as_str().to_owned(),
+                )),
                 source: Some(CHECK_SOURCE.to_owned()),
                 message: found.error().message().to_owned(),
                 ..Diagnostic::default()
@@ -360,7 +366,10 @@ mod tests {
         );
         assert_eq!(nearest("## Zzz", &names(&["## Summarise"])), None);
         assert_eq!(nearest("## Ab", &names(&["## Ac", "## Ad"])), None);
-        assert_eq!(nearest("nmae", &names(&["name", "version"])), Some("name".to_owned()));
+        assert_eq!(
+            nearest("nmae", &names(&["name", "version"])),
+            Some("name".to_owned())
+        );
     }
 
     #[test]
@@ -375,7 +384,14 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(codes, ["duplicate_section", "unknown_section", "unassigned_variable"]);
+        assert_eq!(
+            codes,
+            [
+                "duplicate_section",
+                "unknown_section",
+                "unassigned_variable"
+            ]
+        );
         let fixes = analysis.fixes();
         assert_eq!(fixes.len(), 1);
         assert_eq!(fixes[0].new_text, "## Summarise");

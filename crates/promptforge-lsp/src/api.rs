@@ -1,7 +1,7 @@
 //! The Lua API a prompt's sandbox exposes, with signatures and one-line docs, for hover and
 //! completion. Names and behaviour follow the guide and core's sandbox (`engine/api.rs`,
-//! `agent/lua_tools.rs`, `agent/lua_models.rs`, the prelude); `tests/api.rs` checks every
-//! entry against a real sandbox VM.
+//! `agent/lua_tools.rs`, `agent/lua_models.rs`, the prelude); a test below checks every
+//! function and table against a real sandbox VM.
 
 /// What an API entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,10 @@ pub(crate) const MODEL_HANDLE_FIELDS: &[(&str, &str)] = &[
     ("thinking", "Whether requests ask it to think."),
     ("temperature", "The declared temperature."),
     ("max_tokens", "The declared output cap."),
-    ("infer", "`handle:infer(prompt)`: one tool-free round with this model."),
+    (
+        "infer",
+        "`handle:infer(prompt)`: one tool-free round with this model.",
+    ),
 ];
 
 /// The members of `string`, `table` and `math` the sandbox keeps.
@@ -139,13 +142,39 @@ pub(crate) const LIBRARY_MEMBERS: &[(&str, &[&str])] = &[
             "packsize", "rep", "reverse", "sub", "unpack", "upper",
         ],
     ),
-    ("table", &["concat", "insert", "move", "pack", "remove", "sort", "unpack"]),
+    (
+        "table",
+        &[
+            "concat", "insert", "move", "pack", "remove", "sort", "unpack",
+        ],
+    ),
     (
         "math",
         &[
-            "abs", "ceil", "cos", "deg", "exp", "floor", "fmod", "huge", "log", "max",
-            "maxinteger", "min", "mininteger", "modf", "pi", "rad", "random", "randomseed",
-            "sin", "sqrt", "tan", "tointeger", "type", "ult",
+            "abs",
+            "ceil",
+            "cos",
+            "deg",
+            "exp",
+            "floor",
+            "fmod",
+            "huge",
+            "log",
+            "max",
+            "maxinteger",
+            "min",
+            "mininteger",
+            "modf",
+            "pi",
+            "rad",
+            "random",
+            "randomseed",
+            "sin",
+            "sqrt",
+            "tan",
+            "tointeger",
+            "type",
+            "ult",
         ],
     ),
 ];
@@ -184,9 +213,78 @@ mod tests {
     #[test]
     fn members_are_one_level_deep() {
         let names: Vec<&str> = members("tools").iter().map(|e| e.name).collect();
-        assert_eq!(names, ["tools.bind", "tools.always", "tools.add", "tools.add_local", "tools.calls"]);
+        assert_eq!(
+            names,
+            [
+                "tools.bind",
+                "tools.always",
+                "tools.add",
+                "tools.add_local",
+                "tools.calls"
+            ]
+        );
         assert!(lookup("models.default").is_some_and(|e| e.kind == ApiKind::Function));
         assert!(globals().any(|e| e.name == "jump"));
         assert!(globals().all(|e| !e.name.contains('.')));
+    }
+
+    /// Every documented function and table exists in a real run's VM, every library member
+    /// listed too, and nothing the sandbox removes is documented.
+    #[test]
+    fn the_documented_api_is_the_sandboxs() {
+        let mut checks = String::new();
+        for entry in API.iter().filter(|e| e.kind != ApiKind::Field) {
+            let want = if entry.kind == ApiKind::Function {
+                "function"
+            } else {
+                "table"
+            };
+            checks.push_str(&format!(
+                "if type({0}) ~= \"{want}\" then return \"{0} is a \" .. type({0}) end\n",
+                entry.name
+            ));
+        }
+        for (library, members) in LIBRARY_MEMBERS {
+            for member in *members {
+                checks.push_str(&format!(
+                    "if {library}.{member} == nil then return \"{library}.{member} is missing\" end\n"
+                ));
+            }
+        }
+        for removed in [
+            "print",
+            "load",
+            "require",
+            "dofile",
+            "rawget",
+            "rawset",
+            "collectgarbage",
+        ] {
+            assert!(lookup(removed).is_none(), "{removed} is documented");
+            checks.push_str(&format!(
+                "if {removed} ~= nil then return \"{removed} exists\" end\n"
+            ));
+        }
+        let source = format!(
+            "---\nname: api\ndescription: d\npromptforge: 1\n---\n\n# Api\n\n```lua\n{checks}return \"ok\"\n```\n"
+        );
+        let prompt =
+            promptforge_core::Prompt::parse(&source, "api", &promptforge_core::NullObserver);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let result = match (prompt, runtime) {
+            (Ok(prompt), Ok(runtime)) => runtime
+                .block_on(promptforge_core::run(
+                    &prompt,
+                    "",
+                    promptforge_core::ResolutionContext::empty(),
+                    &promptforge_core::StoreRef::memory(),
+                    promptforge_core::RunConfig::new("api"),
+                ))
+                .map_err(|e| e.to_string()),
+            (prompt, runtime) => Err(format!("{:?} {:?}", prompt.err(), runtime.err())),
+        };
+        assert_eq!(result, Ok("ok".to_owned()));
     }
 }

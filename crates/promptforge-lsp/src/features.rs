@@ -18,7 +18,9 @@ use promptforge_core::preview::ModelCall;
 
 use crate::analysis::Analysis;
 use crate::api::{self, ApiKind};
-use crate::index::{Binding, BindingKind, Block, Index, Literal, OptsArg, RefCall, Target, VarRole};
+use crate::index::{
+    Binding, BindingKind, Block, Index, Literal, OptsArg, RefCall, Target, VarRole,
+};
 use crate::lua::{Kind, escape_for};
 
 /// At most this many completion items are returned.
@@ -71,7 +73,8 @@ pub(crate) fn binding_query(index: &Index, binding: &Binding) -> BindingQuery {
     let declared = |model: bool| {
         index.bindings.iter().find(|b| {
             let kind_matches = if model {
-                matches!(b.kind, BindingKind::ModelBind | BindingKind::ModelDefault) && b.has_description
+                matches!(b.kind, BindingKind::ModelBind | BindingKind::ModelDefault)
+                    && b.has_description
             } else {
                 b.kind == BindingKind::ToolBind
             };
@@ -175,13 +178,22 @@ fn token_at(block: &Block, offset: usize) -> Option<usize> {
         .tokens
         .iter()
         .position(|t| t.span.start <= offset && offset < t.span.end)
-        .or_else(|| block.tokens.iter().position(|t| t.span.end == offset && t.kind == Kind::Name))
+        .or_else(|| {
+            block
+                .tokens
+                .iter()
+                .position(|t| t.span.end == offset && t.kind == Kind::Name)
+        })
 }
 
 /// The dotted path ending at name token `i` (`tools.bind` for `bind`), and its span.
 fn dotted_path(block: &Block, text: &str, i: usize) -> (Vec<String>, Range<usize>) {
     let tokens = &block.tokens;
-    let is = |k: usize, p: &str| tokens.get(k).is_some_and(|t| t.kind == Kind::Punct && &text[t.span.clone()] == p);
+    let is = |k: usize, p: &str| {
+        tokens
+            .get(k)
+            .is_some_and(|t| t.kind == Kind::Punct && &text[t.span.clone()] == p)
+    };
     let mut start = i;
     while start >= 2 && is(start - 1, ".") && tokens[start - 2].kind == Kind::Name {
         start -= 2;
@@ -251,29 +263,40 @@ pub(crate) fn hover(analysis: &Analysis, offset: usize) -> HoverAnswer {
     let range = |span: Range<usize>| Some(analysis.text.range(span));
     if let Some(id) = index.heading_at(offset) {
         let span = index.outline.sections()[id].heading().span();
-        return HoverAnswer::Now(Some(markdown_hover(section_markdown(index, id), range(span))));
+        return HoverAnswer::Now(Some(markdown_hover(
+            section_markdown(index, id),
+            range(span),
+        )));
     }
-    if let Some(front) = index.outline.frontmatter() {
-        if front.yaml().contains(&offset) {
-            let entries = front.entries();
-            let entry = entries
-                .iter()
-                .find(|e| e.key_span().start <= offset && offset <= e.key_span().end);
-            let answer = entry.and_then(|entry| {
-                let key = match entry.parent().and_then(|p| entries.get(p)) {
-                    Some(parent) => format!("{}.{}", parent.key(), entry.key()),
-                    None => entry.key().to_owned(),
-                };
-                let field = FRONTMATTER_FIELDS.iter().find(|f| f.key == key)?;
-                let required = if field.required { "required" } else { "optional" };
-                Some(markdown_hover(
-                    format!("**`{}`** ({required}): {}\n\n{}", field.key, field.kind, field.doc),
-                    range(entry.key_span()),
-                ))
-            });
-            return HoverAnswer::Now(answer);
-        }
+    if let Some(front) = index.outline.frontmatter()
+        && front.yaml().contains(&offset)
+    {
+        let entries = front.entries();
+        let entry = entries
+            .iter()
+            .find(|e| e.key_span().start <= offset && offset <= e.key_span().end);
+        let answer = entry.and_then(|entry| {
+            let key = match entry.parent().and_then(|p| entries.get(p)) {
+                Some(parent) => format!("{}.{}", parent.key(), entry.key()),
+                None => entry.key().to_owned(),
+            };
+            let field = FRONTMATTER_FIELDS.iter().find(|f| f.key == key)?;
+            let required = if field.required {
+                "required"
+            } else {
+                "optional"
+            };
+            Some(markdown_hover(
+                format!(
+                    "**`{}`** ({required}): {}\n\n{}",
+                    field.key, field.kind, field.doc
+                ),
+                range(entry.key_span()),
+            ))
+        });
+        return HoverAnswer::Now(answer);
     }
+
     if let Some(block) = index.block_at(offset) {
         if let Some(binding) = index
             .bindings
@@ -291,13 +314,14 @@ pub(crate) fn hover(analysis: &Analysis, offset: usize) -> HoverAnswer {
                     .join("\n\n---\n\n"),
                 _ => format!("No visible section is `{}`.", reference.literal.value),
             };
-            return HoverAnswer::Now(Some(markdown_hover(value, range(reference.literal.span.clone()))));
+            return HoverAnswer::Now(Some(markdown_hover(
+                value,
+                range(reference.literal.span.clone()),
+            )));
         }
-        if let Some(site) = index
-            .vars
-            .iter()
-            .find(|v| v.role != VarRole::Placeholder && v.span.start <= offset && offset <= v.span.end)
-        {
+        if let Some(site) = index.vars.iter().find(|v| {
+            v.role != VarRole::Placeholder && v.span.start <= offset && offset <= v.span.end
+        }) {
             return HoverAnswer::Now(Some(markdown_hover(
                 var_markdown(index, analysis, &site.name),
                 range(site.span.clone()),
@@ -384,11 +408,17 @@ pub(crate) fn symbol_at(analysis: &Analysis, offset: usize) -> Option<(Symbol, R
     let index = analysis.index();
     let within = |span: &Range<usize>| span.start <= offset && offset <= span.end;
     if let Some(id) = index.heading_at(offset) {
-        return Some((Symbol::Sections(vec![id]), index.outline.sections()[id].heading().name_span()));
+        return Some((
+            Symbol::Sections(vec![id]),
+            index.outline.sections()[id].heading().name_span(),
+        ));
     }
     if let Some(reference) = index.refs.iter().find(|r| within(&r.literal.span)) {
         return match &reference.target {
-            Target::Found(ids) => Some((Symbol::Sections(ids.clone()), reference.literal.content.clone())),
+            Target::Found(ids) => Some((
+                Symbol::Sections(ids.clone()),
+                reference.literal.content.clone(),
+            )),
             _ => None,
         };
     }
@@ -406,7 +436,10 @@ pub(crate) fn symbol_at(analysis: &Analysis, offset: usize) -> Option<(Symbol, R
     }
     for binding in &index.bindings {
         if let Some(alias) = binding.alias.as_ref().filter(|a| within(&a.span)) {
-            let model = !matches!(binding.kind, BindingKind::ToolBind | BindingKind::ToolAlways);
+            let model = !matches!(
+                binding.kind,
+                BindingKind::ToolBind | BindingKind::ToolAlways
+            );
             return Some((
                 Symbol::Alias {
                     model,
@@ -417,7 +450,10 @@ pub(crate) fn symbol_at(analysis: &Analysis, offset: usize) -> Option<(Symbol, R
         }
     }
     if let Some(path) = index.store_paths.iter().find(|p| within(&p.literal.span)) {
-        return Some((Symbol::StorePath(path.literal.value.clone()), path.literal.content.clone()));
+        return Some((
+            Symbol::StorePath(path.literal.value.clone()),
+            path.literal.content.clone(),
+        ));
     }
     let block = index.block_at(offset)?;
     let i = token_at(block, offset)?;
@@ -500,7 +536,11 @@ fn declared_paths(analysis: &Analysis) -> Vec<(String, Range<usize>)> {
 }
 
 /// Every place a symbol appears.
-pub(crate) fn references(analysis: &Analysis, offset: usize, include_declaration: bool) -> Vec<Range<usize>> {
+pub(crate) fn references(
+    analysis: &Analysis,
+    offset: usize,
+    include_declaration: bool,
+) -> Vec<Range<usize>> {
     let index = analysis.index();
     let Some((symbol, _)) = symbol_at(analysis, offset) else {
         return Vec::new();
@@ -524,7 +564,8 @@ pub(crate) fn references(analysis: &Analysis, offset: usize, include_declaration
         ),
         Symbol::Alias { model, name } => {
             if include_declaration
-                && let Some(alias) = declaration_of(index, &name, Some(model)).and_then(|b| b.alias.as_ref())
+                && let Some(alias) =
+                    declaration_of(index, &name, Some(model)).and_then(|b| b.alias.as_ref())
             {
                 out.push(alias.content.clone());
             }
@@ -538,7 +579,12 @@ pub(crate) fn references(analysis: &Analysis, offset: usize, include_declaration
         }
         Symbol::StorePath(path) => {
             if include_declaration {
-                out.extend(declared_paths(analysis).into_iter().filter(|(v, _)| *v == path).map(|(_, s)| s));
+                out.extend(
+                    declared_paths(analysis)
+                        .into_iter()
+                        .filter(|(v, _)| *v == path)
+                        .map(|(_, s)| s),
+                );
             }
             out.extend(
                 index
@@ -565,7 +611,13 @@ fn rename_target(analysis: &Analysis, offset: usize) -> Option<(usize, Range<usi
 /// `textDocument/prepareRename`: the name under the cursor, when it names a section.
 pub(crate) fn prepare_rename(analysis: &Analysis, offset: usize) -> Option<PrepareRenameResponse> {
     let (id, span) = rename_target(analysis, offset)?;
-    let name = analysis.index().outline.sections().get(id)?.name().to_owned();
+    let name = analysis
+        .index()
+        .outline
+        .sections()
+        .get(id)?
+        .name()
+        .to_owned();
     let range = analysis.text.range(span);
     Some(PrepareRenameResponse::RangeWithPlaceholder {
         range,
@@ -575,7 +627,11 @@ pub(crate) fn prepare_rename(analysis: &Analysis, offset: usize) -> Option<Prepa
 
 /// `textDocument/rename` of a section: its heading and every reference that resolves to
 /// it. The new name is the heading text without `#` marks.
-pub(crate) fn rename(analysis: &Analysis, offset: usize, new_name: &str) -> Result<Vec<(Range<usize>, String)>, String> {
+pub(crate) fn rename(
+    analysis: &Analysis,
+    offset: usize,
+    new_name: &str,
+) -> Result<Vec<(Range<usize>, String)>, String> {
     let index = analysis.index();
     let Some((id, _)) = rename_target(analysis, offset) else {
         return Err("only a section heading or a section reference can be renamed here".to_owned());
@@ -623,7 +679,11 @@ pub(crate) fn rename(analysis: &Analysis, offset: usize, new_name: &str) -> Resu
 }
 
 /// Turns span edits into a workspace edit on one document.
-pub(crate) fn workspace_edit(analysis: &Analysis, uri: &Url, edits: Vec<(Range<usize>, String)>) -> WorkspaceEdit {
+pub(crate) fn workspace_edit(
+    analysis: &Analysis,
+    uri: &Url,
+    edits: Vec<(Range<usize>, String)>,
+) -> WorkspaceEdit {
     let edits = edits
         .into_iter()
         .map(|(span, new_text)| TextEdit::new(analysis.text.range(span), new_text))
@@ -691,13 +751,22 @@ pub(crate) fn code_actions(analysis: &Analysis, uri: &Url, range: Range<usize>) 
             title: fix.title.clone(),
             kind: Some(CodeActionKind::QUICKFIX),
             is_preferred: Some(true),
-            edit: Some(workspace_edit(analysis, uri, vec![(fix.edit.clone(), fix.new_text.clone())])),
+            edit: Some(workspace_edit(
+                analysis,
+                uri,
+                vec![(fix.edit.clone(), fix.new_text.clone())],
+            )),
             ..CodeAction::default()
         })
         .collect()
 }
 
-fn item(label: &str, kind: CompletionItemKind, detail: Option<String>, doc: Option<String>) -> CompletionItem {
+fn item(
+    label: &str,
+    kind: CompletionItemKind,
+    detail: Option<String>,
+    doc: Option<String>,
+) -> CompletionItem {
     CompletionItem {
         label: label.to_owned(),
         kind: Some(kind),
@@ -724,7 +793,12 @@ fn api_item(entry: &api::ApiEntry, label: &str) -> CompletionItem {
         ApiKind::Table => CompletionItemKind::MODULE,
         ApiKind::Field => CompletionItemKind::FIELD,
     };
-    item(label, kind, Some(entry.signature.to_owned()), Some(entry.doc.to_owned()))
+    item(
+        label,
+        kind,
+        Some(entry.signature.to_owned()),
+        Some(entry.doc.to_owned()),
+    )
 }
 
 /// The completions at `offset`.
@@ -788,7 +862,11 @@ fn frontmatter_completion(analysis: &Analysis, offset: usize) -> Vec<CompletionI
             if present.contains(key) || !key.starts_with(before.trim_start()) {
                 return None;
             }
-            let required = if field.required { "required" } else { "optional" };
+            let required = if field.required {
+                "required"
+            } else {
+                "optional"
+            };
             let completion = item(
                 key,
                 CompletionItemKind::PROPERTY,
@@ -803,12 +881,25 @@ fn frontmatter_completion(analysis: &Analysis, offset: usize) -> Vec<CompletionI
 fn lua_completion(analysis: &Analysis, block: &Block, offset: usize) -> Vec<CompletionItem> {
     let index = analysis.index();
     let text = analysis.text.normalized();
-    if block.comments.iter().any(|c| c.start < offset && offset <= c.end) {
+    if block
+        .comments
+        .iter()
+        .any(|c| c.start < offset && offset <= c.end)
+    {
         return Vec::new();
     }
     let tokens = &block.tokens;
-    let is = |k: usize, p: &str| tokens.get(k).is_some_and(|t| t.kind == Kind::Punct && &text[t.span.clone()] == p);
-    let name_at = |k: usize| tokens.get(k).filter(|t| t.kind == Kind::Name).map(|t| &text[t.span.clone()]);
+    let is = |k: usize, p: &str| {
+        tokens
+            .get(k)
+            .is_some_and(|t| t.kind == Kind::Punct && &text[t.span.clone()] == p)
+    };
+    let name_at = |k: usize| {
+        tokens
+            .get(k)
+            .filter(|t| t.kind == Kind::Name)
+            .map(|t| &text[t.span.clone()])
+    };
     // Inside a string literal: a section address or an alias.
     if let Some(i) = tokens.iter().position(|t| match &t.kind {
         Kind::Str { content, .. } => content.start <= offset && offset <= content.end,
@@ -818,7 +909,11 @@ fn lua_completion(analysis: &Analysis, block: &Block, offset: usize) -> Vec<Comp
             return Vec::new();
         };
         // The callee: `f("…")` or `f "…"`, not preceded by `.` or `:` for a global.
-        let callee_at = if i >= 1 && is(i - 1, "(") { i.checked_sub(2) } else { i.checked_sub(1) };
+        let callee_at = if i >= 1 && is(i - 1, "(") {
+            i.checked_sub(2)
+        } else {
+            i.checked_sub(1)
+        };
         let Some(callee_at) = callee_at else {
             return Vec::new();
         };
@@ -861,7 +956,12 @@ fn lua_completion(analysis: &Analysis, block: &Block, offset: usize) -> Vec<Comp
             .map(|alias| {
                 let kind = if model { "model" } else { "tool" };
                 with_edit(
-                    item(&alias, CompletionItemKind::VALUE, Some(format!("declared {kind}")), None),
+                    item(
+                        &alias,
+                        CompletionItemKind::VALUE,
+                        Some(format!("declared {kind}")),
+                        None,
+                    ),
                     range,
                     escape(&alias),
                 )
@@ -871,18 +971,22 @@ fn lua_completion(analysis: &Analysis, block: &Block, offset: usize) -> Vec<Comp
     // After `table.` (with or without a started name).
     let before = tokens.iter().rposition(|t| t.span.end <= offset);
     let (typed, dot_at) = match before {
-        Some(k) if tokens[k].kind == Kind::Name && tokens[k].span.end == offset => {
-            (&text[tokens[k].span.clone()], k.checked_sub(1).filter(|&d| is(d, ".")))
-        }
+        Some(k) if tokens[k].kind == Kind::Name && tokens[k].span.end == offset => (
+            &text[tokens[k].span.clone()],
+            k.checked_sub(1).filter(|&d| is(d, ".")),
+        ),
         Some(k) if is(k, ".") && tokens[k].span.end == offset => ("", Some(k)),
-        Some(k) if tokens[k].span.end == offset && tokens[k].kind != Kind::Name => return Vec::new(),
+        Some(k) if tokens[k].span.end == offset && tokens[k].kind != Kind::Name => {
+            return Vec::new();
+        }
         _ => ("", None),
     };
     let start = offset - typed.len();
     let range = analysis.text.range(start..offset);
-    let named = |label: &str, kind: CompletionItemKind, detail: Option<String>, doc: Option<String>| {
-        with_edit(item(label, kind, detail, doc), range, label.to_owned())
-    };
+    let named =
+        |label: &str, kind: CompletionItemKind, detail: Option<String>, doc: Option<String>| {
+            with_edit(item(label, kind, detail, doc), range, label.to_owned())
+        };
     let mut out = Vec::new();
     if let Some(dot) = dot_at {
         let Some(table_at) = dot.checked_sub(1).filter(|&t| tokens[t].kind == Kind::Name) else {
@@ -893,40 +997,69 @@ fn lua_completion(analysis: &Analysis, block: &Block, offset: usize) -> Vec<Comp
         match table.as_str() {
             "var" => {
                 let names: BTreeSet<&str> = index.vars.iter().map(|v| v.name.as_str()).collect();
-                out.extend(names.into_iter().map(|n| named(n, CompletionItemKind::VARIABLE, Some("var".to_owned()), None)));
+                out.extend(names.into_iter().map(|n| {
+                    named(
+                        n,
+                        CompletionItemKind::VARIABLE,
+                        Some("var".to_owned()),
+                        None,
+                    )
+                }));
             }
-            "tools.calls" => out.extend(
-                declared_aliases(index, false)
-                    .iter()
-                    .map(|a| named(a, CompletionItemKind::FIELD, Some("call count".to_owned()), None)),
-            ),
+            "tools.calls" => out.extend(declared_aliases(index, false).iter().map(|a| {
+                named(
+                    a,
+                    CompletionItemKind::FIELD,
+                    Some("call count".to_owned()),
+                    None,
+                )
+            })),
             _ => {
                 for entry in api::members(&table) {
                     let label = entry.name.rsplit('.').next().unwrap_or(entry.name);
                     out.push(with_edit(api_item(entry, label), range, label.to_owned()));
                 }
-                if let Some((_, members)) = api::LIBRARY_MEMBERS.iter().find(|(lib, _)| *lib == table) {
-                    out.extend(members.iter().map(|m| named(m, CompletionItemKind::FUNCTION, Some(format!("{table}.{m}")), None)));
+                if let Some((_, members)) =
+                    api::LIBRARY_MEMBERS.iter().find(|(lib, _)| *lib == table)
+                {
+                    out.extend(members.iter().map(|m| {
+                        named(
+                            m,
+                            CompletionItemKind::FUNCTION,
+                            Some(format!("{table}.{m}")),
+                            None,
+                        )
+                    }));
                 }
                 if path.len() == 1 && declared_aliases(index, true).contains(&table) {
-                    out.extend(
-                        api::MODEL_HANDLE_FIELDS
-                            .iter()
-                            .map(|(field, doc)| named(field, CompletionItemKind::FIELD, None, Some((*doc).to_owned()))),
-                    );
+                    out.extend(api::MODEL_HANDLE_FIELDS.iter().map(|(field, doc)| {
+                        named(
+                            field,
+                            CompletionItemKind::FIELD,
+                            None,
+                            Some((*doc).to_owned()),
+                        )
+                    }));
                 }
             }
         }
     } else {
         for entry in api::globals() {
-            out.push(with_edit(api_item(entry, entry.name), range, entry.name.to_owned()));
+            out.push(with_edit(
+                api_item(entry, entry.name),
+                range,
+                entry.name.to_owned(),
+            ));
         }
         for (model, kind) in [(false, "tool"), (true, "model")] {
-            out.extend(
-                declared_aliases(index, model)
-                    .iter()
-                    .map(|a| named(a, CompletionItemKind::VARIABLE, Some(format!("declared {kind} alias")), None)),
-            );
+            out.extend(declared_aliases(index, model).iter().map(|a| {
+                named(
+                    a,
+                    CompletionItemKind::VARIABLE,
+                    Some(format!("declared {kind} alias")),
+                    None,
+                )
+            }));
         }
     }
     out.retain(|i| i.label.starts_with(typed));
@@ -941,7 +1074,8 @@ fn declared_aliases(index: &Index, model: bool) -> Vec<String> {
         .iter()
         .filter(|b| {
             if model {
-                matches!(b.kind, BindingKind::ModelBind | BindingKind::ModelDefault) && b.has_description
+                matches!(b.kind, BindingKind::ModelBind | BindingKind::ModelDefault)
+                    && b.has_description
             } else {
                 b.kind == BindingKind::ToolBind
             }
@@ -987,7 +1121,13 @@ fn prose_completion(analysis: &Analysis, offset: usize) -> Vec<CompletionItem> {
     let mut out: Vec<CompletionItem> = match root {
         None => ["args", "reply", "var", "sys", "item"]
             .iter()
-            .map(|r| named(r, CompletionItemKind::VARIABLE, api::lookup(r).map(api::markdown)))
+            .map(|r| {
+                named(
+                    r,
+                    CompletionItemKind::VARIABLE,
+                    api::lookup(r).map(api::markdown),
+                )
+            })
             .collect(),
         Some("var") => index
             .vars
@@ -995,7 +1135,13 @@ fn prose_completion(analysis: &Analysis, offset: usize) -> Vec<CompletionItem> {
             .map(|v| v.name.as_str())
             .collect::<BTreeSet<_>>()
             .into_iter()
-            .map(|n| named(n, CompletionItemKind::VARIABLE, Some(var_markdown(index, analysis, n))))
+            .map(|n| {
+                named(
+                    n,
+                    CompletionItemKind::VARIABLE,
+                    Some(var_markdown(index, analysis, n)),
+                )
+            })
             .collect(),
         Some("sys") => api::members("sys")
             .into_iter()
@@ -1021,7 +1167,12 @@ mod tests {
 
     fn analyse(body: &str) -> (String, Analysis) {
         let text = format!("{HEAD}{body}");
-        let analysis = Analysis::new(1, text.clone(), Arc::new(LineIndex::new(&text)), "t.md".to_owned());
+        let analysis = Analysis::new(
+            1,
+            text.clone(),
+            Arc::new(LineIndex::new(&text)),
+            "t.md".to_owned(),
+        );
         (text, analysis)
     }
 
@@ -1031,18 +1182,30 @@ mod tests {
 
     #[test]
     fn definition_and_references_of_a_section() {
-        let (text, analysis) = analyse("## A\n\n```lua\njump(\"## B\")\n```\n\n## B\n\n```lua\nexecute(\"## A\")\n```\n");
+        let (text, analysis) = analyse(
+            "## A\n\n```lua\njump(\"## B\")\n```\n\n## B\n\n```lua\nexecute(\"## A\")\n```\n",
+        );
         let found = definition(&analysis, at(&text, "## B\"", 1));
-        assert_eq!(found.iter().map(|r| &text[r.clone()]).collect::<Vec<_>>(), ["## B"]);
+        assert_eq!(
+            found.iter().map(|r| &text[r.clone()]).collect::<Vec<_>>(),
+            ["## B"]
+        );
         let refs = references(&analysis, at(&text, "## A\n", 3), true);
-        assert_eq!(refs.iter().map(|r| &text[r.clone()]).collect::<Vec<_>>(), ["A", "## A"]);
+        assert_eq!(
+            refs.iter().map(|r| &text[r.clone()]).collect::<Vec<_>>(),
+            ["A", "## A"]
+        );
     }
 
     #[test]
     fn rename_rewrites_the_heading_and_its_references() {
-        let (text, analysis) = analyse("## A\n\n```lua\njump('## B')\n```\n\n## B\n\n### B\n\n```lua\nx = 1\n```\n");
+        let (text, analysis) =
+            analyse("## A\n\n```lua\njump('## B')\n```\n\n## B\n\n### B\n\n```lua\nx = 1\n```\n");
         let edits = rename(&analysis, at(&text, "## B\n", 3), "Beta").unwrap_or_default();
-        let shown: Vec<(&str, &str)> = edits.iter().map(|(r, t)| (&text[r.clone()], t.as_str())).collect();
+        let shown: Vec<(&str, &str)> = edits
+            .iter()
+            .map(|(r, t)| (&text[r.clone()], t.as_str()))
+            .collect();
         assert_eq!(shown, [("## B", "## Beta"), ("B", "Beta")]);
         assert!(rename(&analysis, at(&text, "## A", 3), "B").is_err());
         assert!(rename(&analysis, at(&text, "## A", 3), "## C").is_err());
@@ -1051,39 +1214,68 @@ mod tests {
     #[test]
     fn completion_offers_visible_sections_inside_a_target() {
         let (text, analysis) = analyse("## A\n\n```lua\njump(\"\")\n```\n\n### Kid\n\n## B\n");
-        let labels: Vec<String> = completion(&analysis, at(&text, "jump(\"", 6)).into_iter().map(|i| i.label).collect();
+        let labels: Vec<String> = completion(&analysis, at(&text, "jump(\"", 6))
+            .into_iter()
+            .map(|i| i.label)
+            .collect();
         assert_eq!(labels, ["## B", "### Kid"]);
     }
 
     #[test]
     fn completion_offers_api_members_and_frontmatter_keys() {
         let (text, analysis) = analyse("## A\n\n```lua\ntools.b\n```\n");
-        let labels: Vec<String> = completion(&analysis, at(&text, "tools.b", 7)).into_iter().map(|i| i.label).collect();
+        let labels: Vec<String> = completion(&analysis, at(&text, "tools.b", 7))
+            .into_iter()
+            .map(|i| i.label)
+            .collect();
         assert_eq!(labels, ["bind"]);
         let source = "---\nname: x\nmax\n---\n\n# T\n";
-        let analysis = Analysis::new(1, source.to_owned(), Arc::new(LineIndex::new(source)), "t.md".to_owned());
-        let labels: Vec<String> = completion(&analysis, at(source, "max", 3)).into_iter().map(|i| i.label).collect();
-        assert!(labels.contains(&"max_tool_iterations".to_owned()) && !labels.contains(&"name".to_owned()), "{labels:?}");
+        let analysis = Analysis::new(
+            1,
+            source.to_owned(),
+            Arc::new(LineIndex::new(source)),
+            "t.md".to_owned(),
+        );
+        let labels: Vec<String> = completion(&analysis, at(source, "max", 3))
+            .into_iter()
+            .map(|i| i.label)
+            .collect();
+        assert!(
+            labels.contains(&"max_tool_iterations".to_owned())
+                && !labels.contains(&"name".to_owned()),
+            "{labels:?}"
+        );
     }
 
     #[test]
     fn placeholders_complete_var_names() {
         let (text, analysis) = analyse("```lua\nvar.topic = 1\n```\n\n## A\n\nAbout {{ var.to\n");
-        let labels: Vec<String> = completion(&analysis, at(&text, "var.to\n", 6)).into_iter().map(|i| i.label).collect();
+        let labels: Vec<String> = completion(&analysis, at(&text, "var.to\n", 6))
+            .into_iter()
+            .map(|i| i.label)
+            .collect();
         assert_eq!(labels, ["topic"]);
     }
 
     #[test]
     fn binding_queries_follow_aliases() {
-        let (_, analysis) = analyse("```lua\ntools.bind(\"s\", \"search the web\")\ntools.always(\"s\")\nmodels.default(\"w\")\n```\n");
+        let (_, analysis) = analyse(
+            "```lua\ntools.bind(\"s\", \"search the web\")\ntools.always(\"s\")\nmodels.default(\"w\")\n```\n",
+        );
         let index = analysis.index();
-        let queries: Vec<BindingQuery> = index.bindings.iter().map(|b| binding_query(index, b)).collect();
+        let queries: Vec<BindingQuery> = index
+            .bindings
+            .iter()
+            .map(|b| binding_query(index, b))
+            .collect();
         let tool = BindingQuery::Ask(Query::Tool {
             alias: "s".to_owned(),
             description: "search the web".to_owned(),
         });
         assert_eq!(queries[0], tool);
         assert_eq!(queries[1], tool);
-        assert!(matches!(&queries[2], BindingQuery::Known { label, .. } if label == "→ not declared"));
+        assert!(
+            matches!(&queries[2], BindingQuery::Known { label, .. } if label == "→ not declared")
+        );
     }
 }

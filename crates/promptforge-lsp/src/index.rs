@@ -413,7 +413,7 @@ impl Index {
                 }
                 self.bindings.push(Binding {
                     kind: BindingKind::ToolAlways,
-                        span: call.span.clone(),
+                    span: call.span.clone(),
                     alias: literal(0),
                     description: None,
                     has_description: false,
@@ -454,7 +454,7 @@ impl Index {
                     } else {
                         BindingKind::ModelDefault
                     },
-                        span: call.span.clone(),
+                    span: call.span.clone(),
                     alias: literal(0),
                     description: literal(1),
                     has_description: call.args.len() > 1,
@@ -498,7 +498,11 @@ impl Index {
                 self.vars.push(VarSite {
                     name: name.text(source, base).to_owned(),
                     span: name.span.clone(),
-                    role: if assigned { VarRole::Assigned } else { VarRole::Lua },
+                    role: if assigned {
+                        VarRole::Assigned
+                    } else {
+                        VarRole::Lua
+                    },
                 });
             } else if punct(i + 1, "[") {
                 let literal = tokens.get(i + 2).filter(|_| punct(i + 3, "]"));
@@ -634,7 +638,9 @@ fn argument(tokens: &[Token], source: &str, base: usize) -> Arg {
     {
         return Arg::Literal(literal);
     }
-    let is_table = tokens.first().is_some_and(|t| t.is_punct(source, base, "{"))
+    let is_table = tokens
+        .first()
+        .is_some_and(|t| t.is_punct(source, base, "{"))
         && tokens.last().is_some_and(|t| t.is_punct(source, base, "}"))
         && matching(tokens, source, base, 0) == Some(tokens.len() - 1);
     if !is_table {
@@ -646,7 +652,9 @@ fn argument(tokens: &[Token], source: &str, base: usize) -> Arg {
         Kind::Name => {
             let text = t.text(source, base);
             matches!(text, "true" | "false" | "nil")
-                || inner.get(k + 1).is_some_and(|n| n.is_punct(source, base, "="))
+                || inner
+                    .get(k + 1)
+                    .is_some_and(|n| n.is_punct(source, base, "="))
         }
         Kind::Punct => matches!(t.text(source, base), "," | ";" | "=" | "-"),
         _ => false,
@@ -682,9 +690,18 @@ mod tests {
             .map(|r| (r.call, r.literal.value.as_str(), &r.target))
             .collect();
         assert_eq!(found[0], (RefCall::Jump, "## A", &Target::Found(vec![0])));
-        assert_eq!(found[1], (RefCall::Execute, "## B", &Target::Found(vec![2])));
-        assert_eq!(found[2], (RefCall::Jump, "### Kid", &Target::Found(vec![1])));
-        assert_eq!(found[3], (RefCall::Fanout, "### Nope", &Target::NotVisible(vec![2, 1])));
+        assert_eq!(
+            found[1],
+            (RefCall::Execute, "## B", &Target::Found(vec![2]))
+        );
+        assert_eq!(
+            found[2],
+            (RefCall::Jump, "### Kid", &Target::Found(vec![1]))
+        );
+        assert_eq!(
+            found[3],
+            (RefCall::Fanout, "### Nope", &Target::NotVisible(vec![2, 1]))
+        );
         assert_eq!(found[4].2, &Target::NotVisible(vec![2, 1]));
     }
 
@@ -703,7 +720,11 @@ mod tests {
         let (text, index) = index(
             "```lua\nvar.topic = 'x'\nvar[\"count\"] = 1\nlocal k = var.topic .. var.missing\ntools.bind(\"search\", \"search the web\")\nmodels.default(\"m\", \"a writer\", { thinking = true, context = 8000 })\nmodels.bind(\"n\", \"a critic\", opts)\ntools.always(\"search\")\n```\n\n## A\n\nWrite about {{ var.topic }} and {{ var.count }}.\n\n```lua\ntools.add({\"search\"})\nstore.read(\"paper.md\")\n```\n",
         );
-        let vars: Vec<(&str, VarRole)> = index.vars.iter().map(|v| (v.name.as_str(), v.role)).collect();
+        let vars: Vec<(&str, VarRole)> = index
+            .vars
+            .iter()
+            .map(|v| (v.name.as_str(), v.role))
+            .collect();
         assert_eq!(
             vars,
             [
@@ -719,12 +740,27 @@ mod tests {
         let kinds: Vec<BindingKind> = index.bindings.iter().map(|b| b.kind).collect();
         assert_eq!(
             kinds,
-            [BindingKind::ToolBind, BindingKind::ModelDefault, BindingKind::ModelBind, BindingKind::ToolAlways]
+            [
+                BindingKind::ToolBind,
+                BindingKind::ModelDefault,
+                BindingKind::ModelBind,
+                BindingKind::ToolAlways
+            ]
         );
-        assert_eq!(index.bindings[1].opts, OptsArg::Literal("{ thinking = true, context = 8000 }".to_owned()));
+        assert_eq!(
+            index.bindings[1].opts,
+            OptsArg::Literal("{ thinking = true, context = 8000 }".to_owned())
+        );
         assert_eq!(index.bindings[2].opts, OptsArg::Dynamic);
-        assert_eq!(&text[index.bindings[0].span.clone()], "tools.bind(\"search\", \"search the web\")");
-        let aliases: Vec<&str> = index.aliases.iter().map(|a| a.literal.value.as_str()).collect();
+        assert_eq!(
+            &text[index.bindings[0].span.clone()],
+            "tools.bind(\"search\", \"search the web\")"
+        );
+        let aliases: Vec<&str> = index
+            .aliases
+            .iter()
+            .map(|a| a.literal.value.as_str())
+            .collect();
         assert_eq!(aliases, ["search", "search"]);
         assert_eq!(index.store_paths[0].literal.value, "paper.md");
     }

@@ -125,7 +125,9 @@ pub(crate) fn tokenize(code: &str, base: usize) -> Vec<Token> {
                 at += 1;
             }
             Kind::Name
-        } else if b.is_ascii_digit() || (b == b'.' && bytes.get(at + 1).is_some_and(u8::is_ascii_digit)) {
+        } else if b.is_ascii_digit()
+            || (b == b'.' && bytes.get(at + 1).is_some_and(u8::is_ascii_digit))
+        {
             at = numeral_end(bytes, at);
             Kind::Number
         } else if let Some(op) = OPERATORS.iter().find(|op| code[at..].starts_with(**op)) {
@@ -231,7 +233,9 @@ fn short_string(code: &str, at: usize) -> (usize, Option<String>, bool) {
                 }
             }
             b'x' => {
-                let hex = code.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = code
+                    .get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(byte) if byte.is_ascii() => value.push(char::from(byte)),
                     _ => valid = false,
@@ -322,7 +326,10 @@ mod tests {
         let texts: Vec<&str> = found.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(
             texts,
-            ["local", "x", "=", "tools", ".", "bind", "(", "'a'", ",", "\"b\"", ")", "..", "y", "~=", "0x1F", "+", "1e-3"]
+            [
+                "local", "x", "=", "tools", ".", "bind", "(", "'a'", ",", "\"b\"", ")", "..", "y",
+                "~=", "0x1F", "+", "1e-3"
+            ]
         );
     }
 
@@ -350,17 +357,31 @@ mod tests {
         let Kind::Str { content, .. } = &literal.kind else {
             panic!("not a string: {literal:?}");
         };
-        assert_eq!(&code[content.start - 100..content.end - 100], r"## A\tB\x41\65\u{e9}");
+        assert_eq!(
+            &code[content.start - 100..content.end - 100],
+            r"## A\tB\x41\65\u{e9}"
+        );
         assert_eq!(tokens[6].string_value(), Some("it's"));
         assert_eq!(tokenize(r#""\q""#, 0)[0].string_value(), None);
     }
 
     #[test]
     fn unfinished_text_never_fails() {
-        for code in ["jump(\"## Unfinished\nnext()", "x = [[ never closed", "--[[ open", "\"\\", "é = 1", "0x", "a.."] {
+        for code in [
+            "jump(\"## Unfinished\nnext()",
+            "x = [[ never closed",
+            "--[[ open",
+            "\"\\",
+            "é = 1",
+            "0x",
+            "a..",
+        ] {
             let tokens = tokenize(code, 0);
             assert!(!tokens.is_empty(), "{code}");
-            assert!(tokens.iter().all(|t| t.span.start < t.span.end), "{code}: {tokens:?}");
+            assert!(
+                tokens.iter().all(|t| t.span.start < t.span.end),
+                "{code}: {tokens:?}"
+            );
         }
         let tokens = tokenize("jump(\"## Unfinished\nnext()", 0);
         assert!(matches!(&tokens[2].kind, Kind::Str { closed: false, .. }));

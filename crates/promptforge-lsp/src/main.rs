@@ -17,7 +17,10 @@ fn main() -> ExitCode {
     let (connection, io) = match promptforge_lsp::transport::stdio() {
         Ok(pair) => pair,
         Err(error) => {
-            let _ = writeln!(std::io::stderr().lock(), "promptforge-lsp: cannot start: {error}");
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "promptforge-lsp: cannot start: {error}"
+            );
             return ExitCode::from(2);
         }
     };

@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use lsp_server::{ErrorCode, Message, RequestId, Response};
-use lsp_types::{Hover, HoverContents, InlayHint, InlayHintLabel, InlayHintTooltip, MarkupContent, MarkupKind, Position};
+use lsp_types::{
+    Hover, HoverContents, InlayHint, InlayHintLabel, InlayHintTooltip, MarkupContent, MarkupKind,
+    Position,
+};
 use promptforge_core::client::{GatewayClient, ModelCatalog, RequestLimits};
 use promptforge_core::preview::{ModelConstraints, Preview, Previewer};
 use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
@@ -92,12 +95,16 @@ impl Job {
     /// The answer without a preview (when the queue is full).
     fn without_preview(self) -> Response {
         match self {
-            Self::Hover { id, base, range, .. } => Response::new_ok(id, hover(base, range)),
+            Self::Hover {
+                id, base, range, ..
+            } => Response::new_ok(id, hover(base, range)),
             Self::InlayHints { id, hints } => {
                 let hints: Vec<InlayHint> = hints
                     .into_iter()
                     .filter_map(|h| match h.query {
-                        BindingQuery::Known { label, detail } => Some(inlay(h.position, label, detail)),
+                        BindingQuery::Known { label, detail } => {
+                            Some(inlay(h.position, label, detail))
+                        }
                         BindingQuery::Ask(_) => None,
                     })
                     .collect();
@@ -158,7 +165,10 @@ impl PickerHandle {
     /// Marks a deferred request cancelled (`$/cancelRequest`).
     pub(crate) fn cancel(&self, id: RequestId) {
         if self.jobs.is_some() {
-            let mut cancelled = self.cancelled.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut cancelled = self
+                .cancelled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if cancelled.len() >= 4 * MAX_PENDING {
                 cancelled.clear();
             }
@@ -191,7 +201,11 @@ impl Worker {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(job.id());
             let response = if cancelled {
-                Response::new_err(job.id().clone(), ErrorCode::RequestCanceled as i32, "cancelled".to_owned())
+                Response::new_err(
+                    job.id().clone(),
+                    ErrorCode::RequestCanceled as i32,
+                    "cancelled".to_owned(),
+                )
             } else {
                 let id = job.id().clone();
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(job))) {
@@ -211,9 +225,17 @@ impl Worker {
 
     fn answer(&mut self, job: Job) -> Response {
         match job {
-            Job::Hover { id, base, range, query } => {
+            Job::Hover {
+                id,
+                base,
+                range,
+                query,
+            } => {
                 let (label, detail) = self.label(&query);
-                let value = format!("{base}\n\n---\n\n**{}**\n\n{detail}", label.trim_start_matches("→ "));
+                let value = format!(
+                    "{base}\n\n---\n\n**{}**\n\n{detail}",
+                    label.trim_start_matches("→ ")
+                );
                 Response::new_ok(id, hover(value, range))
             }
             Job::InlayHints { id, hints } => {
@@ -230,7 +252,8 @@ impl Worker {
     }
 
     fn state(&mut self) -> &mut State {
-        self.state.get_or_insert_with(|| build_state(&self.resources))
+        self.state
+            .get_or_insert_with(|| build_state(&self.resources))
     }
 
     /// A short label and a markdown explanation for a binding.
@@ -285,22 +308,39 @@ fn describe(preview: &Preview, note: Option<&str>) -> (String, String) {
     match preview {
         Preview::Bound { name, score } => (
             format!("→ {name} ({score:.2})"),
-            format!("Binds `{name}` (picker score {score:.3}), as a run with the same tools and catalog would."),
+            format!(
+                "Binds `{name}` (picker score {score:.3}), as a run with the same tools and catalog would."
+            ),
         ),
-        Preview::Ambiguous { candidates, message } => (
+        Preview::Ambiguous {
+            candidates,
+            message,
+        } => (
             format!("→ ambiguous: {}", candidates.join(", ")),
             format!("The run would fail: {message}"),
         ),
-        Preview::Duplicate { candidates, message } => (
+        Preview::Duplicate {
+            candidates,
+            message,
+        } => (
             format!("→ near-duplicates: {}", candidates.join(", ")),
             format!("The run would fail: {message}"),
         ),
-        Preview::NoMatch { message } => ("→ no match".to_owned(), format!("The run would fail: {message}")),
+        Preview::NoMatch { message } => (
+            "→ no match".to_owned(),
+            format!("The run would fail: {message}"),
+        ),
         other => {
             let message = other.message().unwrap_or("the binding fails");
             match note {
-                Some(note) => (format!("→ {}", short(note)), format!("{note}\n\nThe run would fail: {message}")),
-                None => (format!("→ {}", short(message)), format!("The run would fail: {message}")),
+                Some(note) => (
+                    format!("→ {}", short(note)),
+                    format!("{note}\n\nThe run would fail: {message}"),
+                ),
+                None => (
+                    format!("→ {}", short(message)),
+                    format!("The run would fail: {message}"),
+                ),
             }
         }
     }
@@ -381,7 +421,9 @@ fn from_environment() -> (ToolCatalog, ModelCatalog, Option<String>) {
         .map_err(|e| e.to_string())
         .and_then(|runtime| {
             runtime.block_on(async {
-                match tokio::time::timeout(CATALOG_TIMEOUT, client.models(RequestLimits::default())).await {
+                match tokio::time::timeout(CATALOG_TIMEOUT, client.models(RequestLimits::default()))
+                    .await
+                {
                     Ok(Ok(models)) => Ok(models),
                     Ok(Err(error)) => Err(error.to_string()),
                     Err(_) => Err(format!("no answer within {} s", CATALOG_TIMEOUT.as_secs())),
@@ -393,7 +435,9 @@ fn from_environment() -> (ToolCatalog, ModelCatalog, Option<String>) {
         Err(error) => (
             tools,
             ModelCatalog::empty(),
-            Some(format!("cannot fetch the model catalog from the gateway: {error}")),
+            Some(format!(
+                "cannot fetch the model catalog from the gateway: {error}"
+            )),
         ),
     }
 }
@@ -416,6 +460,13 @@ mod tests {
             describe(&failed, None).0,
             "→ the model catalog is empty (no gateway is configured, or it…"
         );
-        assert_eq!(describe(&failed, Some("cannot fetch the model catalog from the gateway: refused")).0, "→ refused");
+        assert_eq!(
+            describe(
+                &failed,
+                Some("cannot fetch the model catalog from the gateway: refused")
+            )
+            .0,
+            "→ refused"
+        );
     }
 }

@@ -122,7 +122,8 @@ pub fn serve(connection: Connection, options: Options) -> Ended {
     };
     loop {
         let message = match server.next_due() {
-            Some(due) => match receiver.recv_timeout(due.saturating_duration_since(Instant::now())) {
+            Some(due) => match receiver.recv_timeout(due.saturating_duration_since(Instant::now()))
+            {
                 Ok(message) => Some(message),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return Ended::Abrupt,
@@ -167,8 +168,12 @@ enum Answer {
 }
 
 fn params<P: DeserializeOwned>(request: &Request) -> Result<P, (ErrorCode, String)> {
-    serde_json::from_value(request.params.clone())
-        .map_err(|e| (ErrorCode::InvalidParams, format!("invalid params for {}: {e}", request.method)))
+    serde_json::from_value(request.params.clone()).map_err(|e| {
+        (
+            ErrorCode::InvalidParams,
+            format!("invalid params for {}: {e}", request.method),
+        )
+    })
 }
 
 fn ok(value: impl serde::Serialize) -> Answer {
@@ -229,7 +234,12 @@ impl Server {
         let origin = uri
             .to_file_path()
             .map_or_else(|()| uri.to_string(), |path| path.display().to_string());
-        let analysis = Arc::new(Analysis::new(doc.version, doc.text.clone(), Arc::clone(&doc.lines), origin));
+        let analysis = Arc::new(Analysis::new(
+            doc.version,
+            doc.text.clone(),
+            Arc::clone(&doc.lines),
+            origin,
+        ));
         doc.analysis = Some(Arc::clone(&analysis));
         Some(analysis)
     }
@@ -279,47 +289,67 @@ impl Server {
                 ok(Value::Null)
             }
             HoverRequest::METHOD => self.hover(&request),
-            Completion::METHOD => self.with_position::<CompletionParams, _>(&request, |p| &p.text_document_position, |analysis, offset, _| {
-                ok(CompletionResponse::Array(features::completion(analysis, offset)))
-            }),
-            GotoDefinition::METHOD => self.with_position::<GotoDefinitionParams, _>(&request, |p| &p.text_document_position_params, |analysis, offset, uri| {
-                let locations: Vec<Location> = features::definition(analysis, offset)
-                    .into_iter()
-                    .map(|span| Location::new(uri.clone(), analysis.text.range(span)))
-                    .collect();
-                if locations.is_empty() {
-                    ok(Value::Null)
-                } else {
-                    ok(GotoDefinitionResponse::Array(locations))
-                }
-            }),
-            References::METHOD => self.with_position::<ReferenceParams, _>(&request, |p| &p.text_document_position, |analysis, offset, uri| {
-                let include = serde_json::from_value::<ReferenceParams>(request.params.clone())
-                    .map(|p| p.context.include_declaration)
-                    .unwrap_or(true);
-                let locations: Vec<Location> = features::references(analysis, offset, include)
-                    .into_iter()
-                    .map(|span| Location::new(uri.clone(), analysis.text.range(span)))
-                    .collect();
-                ok(locations)
-            }),
-            PrepareRenameRequest::METHOD => self.with_position::<TextDocumentPositionParams, _>(&request, |p| p, |analysis, offset, _| {
-                ok(features::prepare_rename(analysis, offset))
-            }),
+            Completion::METHOD => self.with_position::<CompletionParams, _>(
+                &request,
+                |p| &p.text_document_position,
+                |analysis, offset, _| {
+                    ok(CompletionResponse::Array(features::completion(
+                        analysis, offset,
+                    )))
+                },
+            ),
+            GotoDefinition::METHOD => self.with_position::<GotoDefinitionParams, _>(
+                &request,
+                |p| &p.text_document_position_params,
+                |analysis, offset, uri| {
+                    let locations: Vec<Location> = features::definition(analysis, offset)
+                        .into_iter()
+                        .map(|span| Location::new(uri.clone(), analysis.text.range(span)))
+                        .collect();
+                    if locations.is_empty() {
+                        ok(Value::Null)
+                    } else {
+                        ok(GotoDefinitionResponse::Array(locations))
+                    }
+                },
+            ),
+            References::METHOD => self.with_position::<ReferenceParams, _>(
+                &request,
+                |p| &p.text_document_position,
+                |analysis, offset, uri| {
+                    let include = serde_json::from_value::<ReferenceParams>(request.params.clone())
+                        .map(|p| p.context.include_declaration)
+                        .unwrap_or(true);
+                    let locations: Vec<Location> = features::references(analysis, offset, include)
+                        .into_iter()
+                        .map(|span| Location::new(uri.clone(), analysis.text.range(span)))
+                        .collect();
+                    ok(locations)
+                },
+            ),
+            PrepareRenameRequest::METHOD => self.with_position::<TextDocumentPositionParams, _>(
+                &request,
+                |p| p,
+                |analysis, offset, _| ok(features::prepare_rename(analysis, offset)),
+            ),
             Rename::METHOD => {
                 let new_name = serde_json::from_value::<RenameParams>(request.params.clone())
                     .map(|p| p.new_name)
                     .unwrap_or_default();
-                self.with_position::<RenameParams, _>(&request, |p| &p.text_document_position, |analysis, offset, uri| {
-                    match features::rename(analysis, offset, &new_name) {
+                self.with_position::<RenameParams, _>(
+                    &request,
+                    |p| &p.text_document_position,
+                    |analysis, offset, uri| match features::rename(analysis, offset, &new_name) {
                         Ok(edits) => ok(features::workspace_edit(analysis, uri, edits)),
                         Err(message) => Answer::Now(Err((ErrorCode::RequestFailed, message))),
-                    }
-                })
+                    },
+                )
             }
             DocumentSymbolRequest::METHOD => match params::<DocumentSymbolParams>(&request) {
                 Ok(p) => match self.analysis(&p.text_document.uri) {
-                    Some(analysis) => ok(DocumentSymbolResponse::Nested(features::document_symbols(&analysis))),
+                    Some(analysis) => ok(DocumentSymbolResponse::Nested(
+                        features::document_symbols(&analysis),
+                    )),
                     None => ok(Value::Null),
                 },
                 Err(e) => Answer::Now(Err(e)),
@@ -327,11 +357,13 @@ impl Server {
             CodeActionRequest::METHOD => match params::<CodeActionParams>(&request) {
                 Ok(p) => match self.analysis(&p.text_document.uri) {
                     Some(analysis) => {
-                        let range = analysis.text.offset(p.range.start)..analysis.text.offset(p.range.end);
-                        let actions: Vec<CodeActionOrCommand> = features::code_actions(&analysis, &p.text_document.uri, range)
-                            .into_iter()
-                            .map(CodeActionOrCommand::CodeAction)
-                            .collect();
+                        let range =
+                            analysis.text.offset(p.range.start)..analysis.text.offset(p.range.end);
+                        let actions: Vec<CodeActionOrCommand> =
+                            features::code_actions(&analysis, &p.text_document.uri, range)
+                                .into_iter()
+                                .map(CodeActionOrCommand::CodeAction)
+                                .collect();
                         ok(actions)
                     }
                     None => ok(Value::Null),
@@ -339,7 +371,10 @@ impl Server {
                 Err(e) => Answer::Now(Err(e)),
             },
             InlayHintRequest::METHOD => self.inlay_hints(&request),
-            _ => Answer::Now(Err((ErrorCode::MethodNotFound, format!("unknown method {}", request.method)))),
+            _ => Answer::Now(Err((
+                ErrorCode::MethodNotFound,
+                format!("unknown method {}", request.method),
+            ))),
         }
     }
 
@@ -383,7 +418,11 @@ impl Server {
                     return ok(lsp_types::Hover {
                         contents: lsp_types::HoverContents::Markup(MarkupContent {
                             kind: MarkupKind::Markdown,
-                            value: format!("{}\n\n---\n\n**{}**\n\n{detail}", site.doc, label.trim_start_matches("→ ")),
+                            value: format!(
+                                "{}\n\n---\n\n**{}**\n\n{detail}",
+                                site.doc,
+                                label.trim_start_matches("→ ")
+                            ),
                         }),
                         range: Some(range),
                     });
@@ -415,7 +454,10 @@ impl Server {
                 query: site.query,
             })
             .collect();
-        if hints.iter().all(|h| matches!(h.query, BindingQuery::Known { .. })) {
+        if hints
+            .iter()
+            .all(|h| matches!(h.query, BindingQuery::Known { .. }))
+        {
             let known: Vec<InlayHint> = hints
                 .into_iter()
                 .filter_map(|h| match h.query {
@@ -450,7 +492,10 @@ impl Server {
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(problem)) => self.log(MessageType::WARNING, &format!("{method}: {problem}")),
-            Err(_) => self.log(MessageType::ERROR, &format!("{method} failed unexpectedly; the server goes on")),
+            Err(_) => self.log(
+                MessageType::ERROR,
+                &format!("{method} failed unexpectedly; the server goes on"),
+            ),
         }
     }
 
@@ -467,7 +512,10 @@ impl Server {
                     return Ok(());
                 }
                 if p.text_document.text.len() > MAX_DOCUMENT_BYTES {
-                    return Err(format!("{uri} is larger than {} MiB and is not analysed", MAX_DOCUMENT_BYTES / (1024 * 1024)));
+                    return Err(format!(
+                        "{uri} is larger than {} MiB and is not analysed",
+                        MAX_DOCUMENT_BYTES / (1024 * 1024)
+                    ));
                 }
                 let lines = Arc::new(LineIndex::new(&p.text_document.text));
                 self.docs.insert(
@@ -501,7 +549,10 @@ impl Server {
                 let version = doc.version;
                 if too_large {
                     self.close(&uri);
-                    return Err(format!("{uri} grew past {} MiB and is no longer analysed", MAX_DOCUMENT_BYTES / (1024 * 1024)));
+                    return Err(format!(
+                        "{uri} grew past {} MiB and is no longer analysed",
+                        MAX_DOCUMENT_BYTES / (1024 * 1024)
+                    ));
                 }
                 self.allow(&uri, version);
             }
@@ -535,7 +586,10 @@ impl Server {
     /// Forgets a document and clears its diagnostics.
     fn close(&mut self, uri: &Url) {
         self.docs.remove(uri);
-        let mut published = self.published.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         published.remove(uri);
         // Under the lock: the worker cannot publish for this document after this.
         self.send(Notification::new(
@@ -558,7 +612,11 @@ fn claims_prompt(text: &str) -> bool {
         || (text.starts_with("---") && text.lines().any(|line| line.starts_with("promptforge:")))
 }
 
-fn diagnostics_worker(jobs: &Receiver<DiagnosticsJob>, sender: &Sender<Message>, published: &Mutex<HashMap<Url, i32>>) {
+fn diagnostics_worker(
+    jobs: &Receiver<DiagnosticsJob>,
+    sender: &Sender<Message>,
+    published: &Mutex<HashMap<Url, i32>>,
+) {
     while let Ok(first) = jobs.recv() {
         // Only the latest version of each document queued meanwhile is worth computing.
         let mut latest: Vec<DiagnosticsJob> = vec![first];
@@ -567,7 +625,8 @@ fn diagnostics_worker(jobs: &Receiver<DiagnosticsJob>, sender: &Sender<Message>,
             latest.push(job);
         }
         for DiagnosticsJob { uri, analysis } in latest {
-            let current = |published: &HashMap<Url, i32>| published.get(&uri) == Some(&analysis.version);
+            let current =
+                |published: &HashMap<Url, i32>| published.get(&uri) == Some(&analysis.version);
             if !current(&published.lock().unwrap_or_else(PoisonError::into_inner)) {
                 continue;
             }
@@ -578,9 +637,13 @@ fn diagnostics_worker(jobs: &Receiver<DiagnosticsJob>, sender: &Sender<Message>,
             };
             let published = published.lock().unwrap_or_else(PoisonError::into_inner);
             if current(&published) {
-                let params = PublishDiagnosticsParams::new(uri, diagnostics, Some(analysis.version));
+                let params =
+                    PublishDiagnosticsParams::new(uri, diagnostics, Some(analysis.version));
                 if sender
-                    .send(Message::Notification(Notification::new(PublishDiagnostics::METHOD.to_owned(), params)))
+                    .send(Message::Notification(Notification::new(
+                        PublishDiagnostics::METHOD.to_owned(),
+                        params,
+                    )))
                     .is_err()
                 {
                     return;
@@ -593,11 +656,13 @@ fn diagnostics_worker(jobs: &Receiver<DiagnosticsJob>, sender: &Sender<Message>,
 fn capabilities() -> ServerCapabilities {
     ServerCapabilities {
         position_encoding: Some(PositionEncodingKind::UTF16),
-        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
-            open_close: Some(true),
-            change: Some(TextDocumentSyncKind::INCREMENTAL),
-            ..TextDocumentSyncOptions::default()
-        })),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                ..TextDocumentSyncOptions::default()
+            },
+        )),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         completion_provider: Some(CompletionOptions {
             trigger_characters: Some([".", "\"", "'", "#", "{"].map(str::to_owned).to_vec()),

@@ -53,7 +53,10 @@ impl LineIndex {
         while !text.is_char_boundary(offset) {
             offset -= 1;
         }
-        let line = self.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+        let line = self
+            .starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1);
         let range = self.line_range(text, line);
         let end = offset.clamp(range.start, range.end);
         let column: usize = text[range.start..end].chars().map(char::len_utf16).sum();
@@ -101,7 +104,11 @@ pub(crate) struct DocText {
 
 impl DocText {
     pub(crate) fn new(original: String, lines: Arc<LineIndex>) -> Self {
-        let bom = if original.starts_with('\u{feff}') { 3 } else { 0 };
+        let bom = if original.starts_with('\u{feff}') {
+            3
+        } else {
+            0
+        };
         let body = &original[bom..];
         let (normalized, removed_cr) = if body.contains("\r\n") {
             let mut text = String::with_capacity(body.len());
@@ -198,7 +205,12 @@ impl DocText {
 
 /// Applies one content change (a range in `lines`' positions, or the whole text) to
 /// `text`.
-pub(crate) fn apply_change(text: &mut String, lines: &LineIndex, range: Option<LspRange>, new: &str) {
+pub(crate) fn apply_change(
+    text: &mut String,
+    lines: &LineIndex,
+    range: Option<LspRange>,
+    new: &str,
+) {
     match range {
         None => {
             text.clear();

@@ -75,7 +75,11 @@ pub fn stdio() -> io::Result<(Connection, IoThreads)> {
     ))
 }
 
-fn write_loop(out: &mut impl Write, messages: &Receiver<Message>, raw: &Receiver<Vec<u8>>) -> io::Result<()> {
+fn write_loop(
+    out: &mut impl Write,
+    messages: &Receiver<Message>,
+    raw: &Receiver<Vec<u8>>,
+) -> io::Result<()> {
     // Once the reader is gone its channel would be ready forever: stop listening to it.
     let mut raw = raw.clone();
     loop {
@@ -153,7 +157,8 @@ pub(crate) fn read_loop(
                 } else {
                     (-32700, format!("parse error: {error}"))
                 };
-                let reply = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": text}});
+                let reply =
+                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": text}});
                 if raw.send(reply.to_string().into_bytes()).is_err() {
                     return;
                 }
@@ -217,7 +222,10 @@ fn read_headers(input: &mut impl BufRead) -> io::Result<Option<(Option<usize>, O
                 Ok(n) => length = Some(n),
                 Err(_) => {
                     problem.get_or_insert_with(|| {
-                        format!("a message with Content-Length `{}` was dropped", value.trim())
+                        format!(
+                            "a message with Content-Length `{}` was dropped",
+                            value.trim()
+                        )
                     });
                 }
             }
@@ -245,11 +253,19 @@ mod tests {
         let (to_server, from_reader) = unbounded();
         let (to_client, told) = unbounded();
         let (raw, raw_out) = unbounded();
-        read_loop(&mut io::Cursor::new(input.as_bytes().to_vec()), &to_server, &to_client, &raw);
+        read_loop(
+            &mut io::Cursor::new(input.as_bytes().to_vec()),
+            &to_server,
+            &to_client,
+            &raw,
+        );
         (
             from_reader.try_iter().collect(),
             told.try_iter().collect(),
-            raw_out.try_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect(),
+            raw_out
+                .try_iter()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .collect(),
         )
     }
 
@@ -269,7 +285,10 @@ mod tests {
         assert!(matches!(&messages[0], Message::Request(r) if r.method == "shutdown"));
         assert_eq!(told.len(), 1, "{told:?}");
         assert_eq!(raw.len(), 2, "{raw:?}");
-        assert!(raw[0].contains("-32700") && raw[1].contains("-32600"), "{raw:?}");
+        assert!(
+            raw[0].contains("-32700") && raw[1].contains("-32600"),
+            "{raw:?}"
+        );
     }
 
     #[test]
@@ -277,7 +296,9 @@ mod tests {
         let huge = MAX_MESSAGE_BYTES + 1;
         let mut input = format!("Content-Length: {huge}\r\n\r\n").into_bytes();
         input.resize(input.len() + huge, b' ');
-        input.extend_from_slice(frame(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#).as_bytes());
+        input.extend_from_slice(
+            frame(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#).as_bytes(),
+        );
         let (to_server, from_reader) = unbounded();
         let (to_client, told) = unbounded();
         let (raw, _raw_out) = unbounded();
@@ -288,9 +309,18 @@ mod tests {
 
     #[test]
     fn overlong_headers_are_refused() {
-        let input = format!("X-Junk: {}\r\nContent-Length: 2\r\n\r\n{{}}{}", "x".repeat(MAX_HEADER_BYTES * 2), frame(r#"{"jsonrpc":"2.0","method":"exit"}"#));
+        let input = format!(
+            "X-Junk: {}\r\nContent-Length: 2\r\n\r\n{{}}{}",
+            "x".repeat(MAX_HEADER_BYTES * 2),
+            frame(r#"{"jsonrpc":"2.0","method":"exit"}"#)
+        );
         let (messages, told, _) = run(&input);
         assert_eq!(told.len(), 1);
-        assert!(messages.iter().any(|m| matches!(m, Message::Notification(n) if n.method == "exit")), "{messages:?}");
+        assert!(
+            messages
+                .iter()
+                .any(|m| matches!(m, Message::Notification(n) if n.method == "exit")),
+            "{messages:?}"
+        );
     }
 }

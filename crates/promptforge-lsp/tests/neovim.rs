@@ -74,9 +74,10 @@ fn neovim_shows_diagnostics_jumps_hovers_fixes_and_renames() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let results: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_else(|e| {
-        panic!("Neovim wrote no results ({e}); exit status {status}")
-    }))
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(&out)
+            .unwrap_or_else(|e| panic!("Neovim wrote no results ({e}); exit status {status}")),
+    )
     .unwrap();
     assert_eq!(results["ok"], true, "{results:#}");
 
@@ -100,18 +101,31 @@ fn neovim_shows_diagnostics_jumps_hovers_fixes_and_renames() {
         let line = PROMPT.lines().find(|l| l.contains(needle)).unwrap();
         line.find(needle).unwrap() as u64
     };
-    let summary: Vec<(u64, u64, &str)> = diagnostics.iter().map(|(l, c, k, _)| (*l, *c, k.as_str())).collect();
+    let summary: Vec<(u64, u64, &str)> = diagnostics
+        .iter()
+        .map(|(l, c, k, _)| (*l, *c, k.as_str()))
+        .collect();
     // Neovim columns are bytes: `Résumé ` is 9 bytes and 7 UTF-16 units; the server said 7.
     assert_eq!(
         summary,
         [
-            (line_of("jump(\"## Sumarise\")"), byte_col("\"## Sumarise\""), "unknown_section"),
+            (
+                line_of("jump(\"## Sumarise\")"),
+                byte_col("\"## Sumarise\""),
+                "unknown_section"
+            ),
             (line_of("{{ bad. }}"), byte_col("{{ bad. }}"), "template"),
             (line_of("local = 1"), 0, "lua_syntax"),
         ],
         "{diagnostics:#?}"
     );
-    assert!(diagnostics[0].3.contains("visible sections: `## Summarise`"), "{}", diagnostics[0].3);
+    assert!(
+        diagnostics[0]
+            .3
+            .contains("visible sections: `## Summarise`"),
+        "{}",
+        diagnostics[0].3
+    );
 
     // Go-to-definition moved the cursor to the heading.
     let heading = PROMPT.lines().position(|l| l == "## Summarise").unwrap() as u64;
@@ -119,10 +133,16 @@ fn neovim_shows_diagnostics_jumps_hovers_fixes_and_renames() {
     assert_eq!(results["definition_line"], "## Summarise");
     // The hover documents the Lua API.
     let hover = results["hover"].as_str().unwrap_or_default();
-    assert!(hover.contains("store.read(path: string") && hover.contains("Reads a store file"), "{hover}");
+    assert!(
+        hover.contains("store.read(path: string") && hover.contains("Reads a store file"),
+        "{hover}"
+    );
     // The quick fix and the rename were applied to the buffer.
     let text = results["text"].as_str().unwrap();
-    assert!(text.contains("jump(\"## Synthesis\") end\njump(\"## Synthesis\")"), "{text}");
+    assert!(
+        text.contains("jump(\"## Synthesis\") end\njump(\"## Synthesis\")"),
+        "{text}"
+    );
     assert!(text.contains("\n## Synthesis\n"), "{text}");
     assert_eq!(results["steps"].as_array().unwrap().len(), 7, "{results:#}");
 }

@@ -22,11 +22,17 @@ fn catalogs() -> (ToolCatalog, ModelCatalog) {
     let fetch: Arc<dyn Tool> = Arc::new(WebFetch::new());
     let tools = ToolCatalog::new(&[search, fetch]).unwrap();
     let models = ModelCatalog::new(vec![
-        ModelDescriptor::new("coder-7b", "A coding model: writes, explains and reviews source code")
-            .with_context(32_768),
-        ModelDescriptor::new("storyteller-70b", "A creative writing model for stories, essays and poems")
-            .with_context(131_072)
-            .with_thinking(Thinking::Switchable),
+        ModelDescriptor::new(
+            "coder-7b",
+            "A coding model: writes, explains and reviews source code",
+        )
+        .with_context(32_768),
+        ModelDescriptor::new(
+            "storyteller-70b",
+            "A creative writing model for stories, essays and poems",
+        )
+        .with_context(131_072)
+        .with_thinking(Thinking::Switchable),
     ]);
     (tools, models)
 }
@@ -46,11 +52,20 @@ const BINDINGS: [&str; 8] = [
 /// What a real run says about one binding: the bound name, or the run's error message.
 fn run_binding(line: &str) -> Result<String, String> {
     let (tools, models) = catalogs();
-    let handle = if line.starts_with("tools") { "wire_name" } else { "model_id" };
-    let source = format!("{HEAD}```lua\nlocal opts = {{}}\nlocal bound = {line}\nreturn bound.{handle}\n```\n");
+    let handle = if line.starts_with("tools") {
+        "wire_name"
+    } else {
+        "model_id"
+    };
+    let source = format!(
+        "{HEAD}```lua\nlocal opts = {{}}\nlocal bound = {line}\nreturn bound.{handle}\n```\n"
+    );
     let prompt = Prompt::parse(&source, "binding", &NullObserver).unwrap();
     let picker = LazyPicker::new(tools.picker_catalog(), Config::default());
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime
         .block_on(promptforge_core::run(
             &prompt,
@@ -66,7 +81,9 @@ fn run_binding(line: &str) -> Result<String, String> {
 fn inlay_hints_show_what_each_binding_binds_as_a_run_would() {
     let (tools, models) = catalogs();
     let body: String = BINDINGS.iter().map(|b| format!("{b}\n")).collect();
-    let text = format!("{HEAD}```lua\nlocal opts = {{}}\n{body}tools.always(\"fetch\")\nmodels.default(\"nobody\")\n```\n");
+    let text = format!(
+        "{HEAD}```lua\nlocal opts = {{}}\n{body}tools.always(\"fetch\")\nmodels.default(\"nobody\")\n```\n"
+    );
     let doc = uri("bindings.md");
     let mut client = Client::start(Options {
         debounce: Duration::from_millis(20),
@@ -80,7 +97,12 @@ fn inlay_hints_show_what_each_binding_binds_as_a_run_would() {
     let hints = hints.as_array().unwrap();
     assert_eq!(hints.len(), BINDINGS.len() + 2, "{hints:?}");
     let labels: Vec<&str> = hints.iter().map(|h| h["label"].as_str().unwrap()).collect();
-    let tooltip = |k: usize| hints[k]["tooltip"]["value"].as_str().unwrap_or_default().to_owned();
+    let tooltip = |k: usize| {
+        hints[k]["tooltip"]["value"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
     for (k, line) in BINDINGS.iter().enumerate() {
         // The hint sits right after the call.
         let end = at(&text, line, line.len());
@@ -93,7 +115,11 @@ fn inlay_hints_show_what_each_binding_binds_as_a_run_would() {
         }
         match run_binding(line) {
             Ok(name) => {
-                assert!(labels[k].starts_with(&format!("→ {name} (")), "{line}: hint {} but the run bound {name}", labels[k]);
+                assert!(
+                    labels[k].starts_with(&format!("→ {name} (")),
+                    "{line}: hint {} but the run bound {name}",
+                    labels[k]
+                );
             }
             Err(message) => {
                 // The run's message carries where the call was (`prompt:11: `); the hint
@@ -102,7 +128,11 @@ fn inlay_hints_show_what_each_binding_binds_as_a_run_would() {
                     .strip_prefix("prompt:")
                     .and_then(|rest| rest.split_once(": "))
                     .map_or(message.as_str(), |(_, rest)| rest);
-                assert!(tooltip(k).contains(&message), "{line}: the run failed with {message:?}, the hint says {:?}", tooltip(k));
+                assert!(
+                    tooltip(k).contains(message),
+                    "{line}: the run failed with {message:?}, the hint says {:?}",
+                    tooltip(k)
+                );
             }
         }
     }
@@ -117,9 +147,15 @@ fn inlay_hints_show_what_each_binding_binds_as_a_run_would() {
     assert_eq!(labels[BINDINGS.len() + 1], "→ not declared");
 
     // The hover on a binding adds the same answer to the call's documentation.
-    let hover = client.call("textDocument/hover", point(&doc, at(&text, BINDINGS[1], 14)));
+    let hover = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, BINDINGS[1], 14)),
+    );
     let value = hover["contents"]["value"].as_str().unwrap();
-    assert!(value.contains("tools.bind(alias") && value.contains("Binds `web_fetch`"), "{value}");
+    assert!(
+        value.contains("tools.bind(alias") && value.contains("Binds `web_fetch`"),
+        "{value}"
+    );
 }
 
 #[test]
@@ -134,7 +170,10 @@ fn a_server_without_resources_says_why_a_model_cannot_bind() {
         },
     });
     client.open(&doc, &text);
-    let hover: Value = client.call("textDocument/hover", point(&doc, at(&text, "models.bind", 3)));
+    let hover: Value = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, "models.bind", 3)),
+    );
     let value = hover["contents"]["value"].as_str().unwrap();
     assert!(value.contains("the model catalog is empty"), "{value}");
 }

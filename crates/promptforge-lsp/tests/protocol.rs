@@ -33,19 +33,29 @@ fn code(diagnostic: &Diagnostic) -> String {
 fn the_lifecycle_follows_the_protocol() {
     let (server, client) = promptforge_lsp::lsp_server::Connection::memory();
     let handle = std::thread::spawn(move || promptforge_lsp::serve(server, options()));
-    let early = promptforge_lsp::lsp_server::Request::new(1.into(), "textDocument/hover".to_owned(), json!({}));
+    let early = promptforge_lsp::lsp_server::Request::new(
+        1.into(),
+        "textDocument/hover".to_owned(),
+        json!({}),
+    );
     client.sender.send(early.into()).unwrap();
     let answer = client.receiver.recv_timeout(support::PATIENCE).unwrap();
     let promptforge_lsp::lsp_server::Message::Response(response) = answer else {
         panic!("{answer:?}");
     };
-    assert_eq!(response.response_result.unwrap_err().code, ErrorCode::ServerNotInitialized as i32);
+    assert_eq!(
+        response.response_result.unwrap_err().code,
+        ErrorCode::ServerNotInitialized as i32
+    );
     drop(client);
     assert_eq!(handle.join().unwrap(), promptforge_lsp::Ended::Abrupt);
 
     let mut client = Client::start(options());
     let unknown = client.request("textDocument/nothing", json!({}));
-    assert_eq!(unknown.response_result.unwrap_err().code, ErrorCode::MethodNotFound as i32);
+    assert_eq!(
+        unknown.response_result.unwrap_err().code,
+        ErrorCode::MethodNotFound as i32
+    );
     assert_eq!(client.shutdown(), Some(0));
 }
 
@@ -96,7 +106,10 @@ fn diagnostics_are_checks_every_problem_with_utf16_positions() {
     let chars_before = "Écrivez 😀😀 un résumé: ".chars().count() as u32;
     assert_eq!(template.range.start.character, chars_before + 2);
     assert_eq!(expected[0].column(), Some(chars_before as usize + 1));
-    assert_eq!(template.range.end, at(&text, "{{ bad. }}", "{{ bad. }}".len()));
+    assert_eq!(
+        template.range.end,
+        at(&text, "{{ bad. }}", "{{ bad. }}".len())
+    );
     // The Lua error points at its own line.
     assert_eq!(found[1].range.start, at(&text, "local = 1", 0));
 }
@@ -133,12 +146,22 @@ fn diagnostics_follow_changes_and_publish_the_latest_version() {
         }),
     );
     assert!(client.diagnostics(&doc, 7).is_empty());
-    let versions: Vec<i32> = client.published(&doc).iter().filter_map(|p| p.version).collect();
+    let versions: Vec<i32> = client
+        .published(&doc)
+        .iter()
+        .filter_map(|p| p.version)
+        .collect();
     assert!(versions.windows(2).all(|w| w[0] < w[1]), "{versions:?}");
     assert_eq!(versions.last(), Some(&7));
     // Closing clears them.
-    client.notify("textDocument/didClose", json!({"textDocument": {"uri": doc}}));
-    client.call("textDocument/documentSymbol", json!({"textDocument": {"uri": doc}}));
+    client.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": doc}}),
+    );
+    client.call(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": doc}}),
+    );
     let last = client.published(&doc).pop().unwrap();
     assert!(last.diagnostics.is_empty() && last.version.is_none());
 }
@@ -160,7 +183,10 @@ fn section_references_resolve_with_visibility_and_offer_fixes() {
     let mut client = Client::start(options());
     client.open(&doc, &text);
     let found = client.diagnostics(&doc, 1);
-    let summary: Vec<(String, u32)> = found.iter().map(|d| (code(d), d.range.start.line)).collect();
+    let summary: Vec<(String, u32)> = found
+        .iter()
+        .map(|d| (code(d), d.range.start.line))
+        .collect();
     let line_of = |needle: &str| at(&text, needle, 0).line;
     assert_eq!(
         summary,
@@ -192,7 +218,11 @@ fn section_references_resolve_with_visibility_and_offer_fixes() {
     );
     assert_eq!(actions[0]["title"], "Change to `## Research`");
     // A child is visible only from its parent: `### Notes` from `## Summarise` is not.
-    assert!(found[1].message.starts_with("no section `### Notes` is visible from `## Summarise`"));
+    assert!(
+        found[1]
+            .message
+            .starts_with("no section `### Notes` is visible from `## Summarise`")
+    );
 }
 
 #[test]
@@ -202,17 +232,37 @@ fn definition_references_and_rename_of_sections() {
     let mut client = Client::start(options());
     client.open(&doc, &text);
     // From the string to the heading.
-    let target = client.call("textDocument/definition", point(&doc, at(&text, "\"## Research\"", 4)));
-    assert_eq!(target[0]["range"]["start"], json!(at(&text, "## Research\n", 0)));
+    let target = client.call(
+        "textDocument/definition",
+        point(&doc, at(&text, "\"## Research\"", 4)),
+    );
+    assert_eq!(
+        target[0]["range"]["start"],
+        json!(at(&text, "## Research\n", 0))
+    );
     // From the heading to every string that addresses it.
     let refs = client.call(
         "textDocument/references",
         json!({"textDocument": {"uri": doc}, "position": at(&text, "### Notes\n", 5), "context": {"includeDeclaration": true}}),
     );
-    let starts: Vec<Value> = refs.as_array().unwrap().iter().map(|r| r["range"]["start"].clone()).collect();
-    assert_eq!(starts, [json!(at(&text, "### Notes\", args", 0)), json!(at(&text, "Notes\n", 0))]);
+    let starts: Vec<Value> = refs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["range"]["start"].clone())
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            json!(at(&text, "### Notes\", args", 0)),
+            json!(at(&text, "Notes\n", 0))
+        ]
+    );
     // Rename from a reference: the heading and every reference resolving to it change.
-    let prepared = client.call("textDocument/prepareRename", point(&doc, at(&text, "\"## Research\"", 5)));
+    let prepared = client.call(
+        "textDocument/prepareRename",
+        point(&doc, at(&text, "\"## Research\"", 5)),
+    );
     assert_eq!(prepared["placeholder"], "Research");
     let edit = client.call(
         "textDocument/rename",
@@ -238,47 +288,113 @@ fn variables_link_lua_and_prose() {
     let doc = uri("vars.md");
     let mut client = Client::start(options());
     client.open(&doc, &text);
-    let target = client.call("textDocument/definition", point(&doc, at(&text, "var.summary }}", 5)));
-    assert_eq!(target[0]["range"]["start"], json!(at(&text, "summary\"] = notes", 0)));
+    let target = client.call(
+        "textDocument/definition",
+        point(&doc, at(&text, "var.summary }}", 5)),
+    );
+    assert_eq!(
+        target[0]["range"]["start"],
+        json!(at(&text, "summary\"] = notes", 0))
+    );
     let refs = client.call(
         "textDocument/references",
         json!({"textDocument": {"uri": doc}, "position": at(&text, "var.topic = ", 5), "context": {"includeDeclaration": true}}),
     );
     assert_eq!(refs.as_array().map(Vec::len), Some(2), "{refs}");
-    let hover = client.call("textDocument/hover", point(&doc, at(&text, "var.topic }}", 5)));
+    let hover = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, "var.topic }}", 5)),
+    );
     let value = hover["contents"]["value"].as_str().unwrap();
     let line = at(&text, "var.topic = ", 0).line + 1;
-    assert!(value.contains(&format!("assigned on line {line}")), "{value}");
+    assert!(
+        value.contains(&format!("assigned on line {line}")),
+        "{value}"
+    );
 }
 
 #[test]
 fn hover_and_completion_know_the_lua_api_and_the_frontmatter() {
-    let text = format!(
-        "---\nname: api\ndescription: d\npromptforge: 1\nmax\n---\n\n# T\n\n## A\n\n```lua\ntools.bind(\"s\", \"search the web\")\nlocal x = store.\njump(\"\")\n```\n\nUse {{{{ sys.\n"
-    );
+    let text = "---\nname: api\ndescription: d\npromptforge: 1\nmax\n---\n\n# T\n\n## A\n\n```lua\ntools.bind(\"s\", \"search the web\")\nlocal x = store.\njump(\"\")\n```\n\nUse {{ sys.\n".to_owned();
     let doc = uri("api.md");
     let mut client = Client::start(options());
     client.open(&doc, &text);
     let hover = client.call("textDocument/hover", point(&doc, at(&text, "store.", 2)));
-    assert!(hover["contents"]["value"].as_str().unwrap().contains("virtual file system"), "{hover}");
-    let hover = client.call("textDocument/hover", point(&doc, at(&text, "promptforge: 1", 3)));
-    assert!(hover["contents"]["value"].as_str().unwrap().contains("major version 1"), "{hover}");
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("virtual file system"),
+        "{hover}"
+    );
+    let hover = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, "promptforge: 1", 3)),
+    );
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("major version 1"),
+        "{hover}"
+    );
     let labels = |value: &Value| -> Vec<String> {
-        value.as_array().unwrap().iter().map(|i| i["label"].as_str().unwrap().to_owned()).collect()
+        value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["label"].as_str().unwrap().to_owned())
+            .collect()
     };
-    let members = client.call("textDocument/completion", point(&doc, at(&text, "store.\n", 6)));
-    for name in ["read", "write", "append", "glob", "read_numbered", "str_replace", "exists", "delete"] {
-        assert!(labels(&members).contains(&name.to_owned()), "{name}: {members}");
+    let members = client.call(
+        "textDocument/completion",
+        point(&doc, at(&text, "store.\n", 6)),
+    );
+    for name in [
+        "read",
+        "write",
+        "append",
+        "glob",
+        "read_numbered",
+        "str_replace",
+        "exists",
+        "delete",
+    ] {
+        assert!(
+            labels(&members).contains(&name.to_owned()),
+            "{name}: {members}"
+        );
     }
-    let keys = client.call("textDocument/completion", point(&doc, at(&text, "max\n", 3)));
+    let keys = client.call(
+        "textDocument/completion",
+        point(&doc, at(&text, "max\n", 3)),
+    );
     assert_eq!(labels(&keys), ["max_tool_iterations"]);
-    let sections = client.call("textDocument/completion", point(&doc, at(&text, "jump(\"\")", 6)));
-    assert!(labels(&sections).is_empty(), "only itself, no siblings: {sections}");
-    let sys = client.call("textDocument/completion", point(&doc, at(&text, "sys.\n", 4)));
+    let sections = client.call(
+        "textDocument/completion",
+        point(&doc, at(&text, "jump(\"\")", 6)),
+    );
+    assert!(
+        labels(&sections).is_empty(),
+        "only itself, no siblings: {sections}"
+    );
+    let sys = client.call(
+        "textDocument/completion",
+        point(&doc, at(&text, "sys.\n", 4)),
+    );
     assert!(labels(&sys).contains(&"section_name".to_owned()), "{sys}");
     // Without picker resources, a binding hover still documents the call.
-    let hover = client.call("textDocument/hover", point(&doc, at(&text, "tools.bind", 8)));
-    assert!(hover["contents"]["value"].as_str().unwrap().contains("tools.bind(alias"), "{hover}");
+    let hover = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, "tools.bind", 8)),
+    );
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("tools.bind(alias"),
+        "{hover}"
+    );
 }
 
 #[test]
@@ -287,11 +403,22 @@ fn document_symbols_give_the_section_outline() {
     let doc = uri("symbols.md");
     let mut client = Client::start(options());
     client.open(&doc, &text);
-    let symbols = client.call("textDocument/documentSymbol", json!({"textDocument": {"uri": doc}}));
-    let names: Vec<&str> = symbols.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let symbols = client.call(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": doc}}),
+    );
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["Research", "Summarise"]);
     assert_eq!(symbols[0]["children"][0]["name"], "Notes");
-    assert_eq!(symbols[0]["children"][0]["detail"], "### Notes · off the walk");
+    assert_eq!(
+        symbols[0]["children"][0]["detail"],
+        "### Notes · off the walk"
+    );
 }
 
 #[test]
@@ -301,14 +428,20 @@ fn frontmatter_typos_get_a_quick_fix() {
     let mut client = Client::start(options());
     client.open(&doc, text);
     let found = client.diagnostics(&doc, 1);
-    assert_eq!(found.iter().map(code).collect::<Vec<_>>(), ["unknown_field"]);
+    assert_eq!(
+        found.iter().map(code).collect::<Vec<_>>(),
+        ["unknown_field"]
+    );
     let actions = client.call(
         "textDocument/codeAction",
         json!({"textDocument": {"uri": doc}, "range": found[0].range, "context": {"diagnostics": found}}),
     );
     assert_eq!(actions[0]["title"], "Change to `max_tool_iterations`");
     let fixed = apply_edit(text, &actions[0]["edit"], &doc);
-    assert!(promptforge_core::parse::check("x.md", &fixed).is_empty(), "{fixed}");
+    assert!(
+        promptforge_core::parse::check("x.md", &fixed).is_empty(),
+        "{fixed}"
+    );
 }
 
 #[test]
@@ -316,10 +449,16 @@ fn malformed_requests_and_documents_never_end_the_session() {
     let doc = uri("bad.md");
     let mut client = Client::start(options());
     let bad = client.request("textDocument/hover", json!({"textDocument": 5}));
-    assert_eq!(bad.response_result.unwrap_err().code, ErrorCode::InvalidParams as i32);
+    assert_eq!(
+        bad.response_result.unwrap_err().code,
+        ErrorCode::InvalidParams as i32
+    );
     // Notifications with bad params are logged, not fatal.
     client.notify("textDocument/didOpen", json!({"nope": true}));
-    client.notify("textDocument/didChange", json!({"textDocument": {"uri": doc, "version": 9}, "contentChanges": []}));
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": doc, "version": 9}, "contentChanges": []}),
+    );
     // A document of control characters, broken fences and huge lines.
     let mut garbage = format!("{HEAD}## \u{0}\u{1}\n\n```lua\n\"unterminated\n[[ long\n");
     garbage.push_str(&"{{".repeat(10_000));
@@ -328,14 +467,31 @@ fn malformed_requests_and_documents_never_end_the_session() {
     let found = client.diagnostics(&doc, 1);
     assert!(!found.is_empty());
     // Positions far outside the text are clamped, not fatal.
-    for position in [Position::new(100_000, 0), Position::new(0, 100_000), Position::new(9, 3)] {
-        for method in ["textDocument/hover", "textDocument/completion", "textDocument/definition"] {
+    for position in [
+        Position::new(100_000, 0),
+        Position::new(0, 100_000),
+        Position::new(9, 3),
+    ] {
+        for method in [
+            "textDocument/hover",
+            "textDocument/completion",
+            "textDocument/definition",
+        ] {
             let response = client.request(method, point(&doc, position));
-            assert!(response.response_result.is_ok(), "{method} {position:?}: {response:?}");
+            assert!(
+                response.response_result.is_ok(),
+                "{method} {position:?}: {response:?}"
+            );
         }
     }
     // An unknown document answers nothing.
-    assert_eq!(client.call("textDocument/hover", point(&uri("unknown.md"), Position::new(0, 0))), Value::Null);
+    assert_eq!(
+        client.call(
+            "textDocument/hover",
+            point(&uri("unknown.md"), Position::new(0, 0))
+        ),
+        Value::Null
+    );
     assert_eq!(client.shutdown(), Some(0));
 }
 
@@ -354,6 +510,9 @@ fn a_thousand_sections_stay_responsive() {
         json!({"textDocument": {"uri": doc}, "position": at(&text, "## Section 500\n", 4), "context": {"includeDeclaration": false}}),
     );
     assert_eq!(refs.as_array().map(Vec::len), Some(1));
-    let symbols = client.call("textDocument/documentSymbol", json!({"textDocument": {"uri": doc}}));
+    let symbols = client.call(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": doc}}),
+    );
     assert_eq!(symbols.as_array().map(Vec::len), Some(1000));
 }

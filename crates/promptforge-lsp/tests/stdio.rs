@@ -47,10 +47,13 @@ fn bad_frames_are_answered_and_the_session_goes_on() {
     assert_eq!(unparsed.len(), 1, "{unparsed:?}");
     assert_eq!(unparsed[0]["error"]["code"], -32700);
     assert_eq!(unparsed[0]["id"], Value::Null);
-    let logged = client
-        .notifications
-        .iter()
-        .any(|n| n.method == "window/logMessage" && n.params["message"].as_str().unwrap_or("").contains("Content-Length `nine`"));
+    let logged = client.notifications.iter().any(|n| {
+        n.method == "window/logMessage"
+            && n.params["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Content-Length `nine`")
+    });
     assert!(logged, "{:?}", client.notifications);
     assert_eq!(client.shutdown(), Some(0));
 }
@@ -87,7 +90,10 @@ fn the_picker_loads_off_the_request_thread_with_the_gateways_catalog() {
     let release = Arc::new(Notify::new());
     let asked = Arc::new(Mutex::new(0));
     let gateway = runtime.block_on(held_gateway(Arc::clone(&release), Arc::clone(&asked)));
-    let mut client = Client::spawn(&[("PROMPTFORGE_GATEWAY_URL", gateway.url()), ("PROMPTFORGE_GATEWAY_API_KEY", KEY)]);
+    let mut client = Client::spawn(&[
+        ("PROMPTFORGE_GATEWAY_URL", gateway.url()),
+        ("PROMPTFORGE_GATEWAY_API_KEY", KEY),
+    ]);
     let doc = uri("remote.md");
     let text = format!(
         "{HEAD}```lua\ntools.bind(\"search\", \"search the web for current information\")\nmodels.default(\"chat\", \"a friendly chat model\")\n```\n\n## Greet\n\nSay hello.\n"
@@ -101,19 +107,33 @@ fn the_picker_loads_off_the_request_thread_with_the_gateways_catalog() {
     // Meanwhile every other request is answered.
     let hover = client.send_request("textDocument/hover", point(&doc, at(&text, "## Greet", 4)));
     let first = client.any_response();
-    assert_eq!(first.id, hover, "the hover must not wait for the picker: {first:?}");
-    let symbols = client.call("textDocument/documentSymbol", json!({"textDocument": {"uri": doc}}));
+    assert_eq!(
+        first.id, hover,
+        "the hover must not wait for the picker: {first:?}"
+    );
+    let symbols = client.call(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": doc}}),
+    );
     assert_eq!(symbols[0]["name"], "Greet");
     assert!(client.diagnostics(&doc, 1).is_empty());
     // The picker thread asked the gateway (it is still holding the answer).
     let deadline = std::time::Instant::now() + support::PATIENCE;
     while *asked.lock().unwrap() == 0 {
-        assert!(std::time::Instant::now() < deadline, "the catalog was never asked for");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the catalog was never asked for"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     release.notify_one();
     let answer = client.response(&hints).response_result.unwrap();
-    let labels: Vec<&str> = answer.as_array().unwrap().iter().map(|h| h["label"].as_str().unwrap()).collect();
+    let labels: Vec<&str> = answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["label"].as_str().unwrap())
+        .collect();
     assert_eq!(labels.len(), 2, "{labels:?}");
     assert!(labels[0].starts_with("→ web_search ("), "{labels:?}");
     assert!(labels[1].starts_with("→ smol-chat ("), "{labels:?}");
@@ -123,17 +143,29 @@ fn the_picker_loads_off_the_request_thread_with_the_gateways_catalog() {
 
 #[test]
 fn an_unreachable_gateway_is_named_in_the_model_hint() {
-    let mut client = Client::spawn(&[("PROMPTFORGE_GATEWAY_URL", "http://127.0.0.1:9"), ("PROMPTFORGE_GATEWAY_API_KEY", KEY)]);
+    let mut client = Client::spawn(&[
+        ("PROMPTFORGE_GATEWAY_URL", "http://127.0.0.1:9"),
+        ("PROMPTFORGE_GATEWAY_API_KEY", KEY),
+    ]);
     let doc = uri("down.md");
     let text = format!("{HEAD}```lua\nmodels.bind(\"m\", \"a writer\")\n```\n");
     client.open(&doc, &text);
-    let hover = client.call("textDocument/hover", point(&doc, at(&text, "models.bind", 2)));
+    let hover = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, "models.bind", 2)),
+    );
     let value = hover["contents"]["value"].as_str().unwrap();
-    assert!(value.contains("cannot fetch the model catalog from the gateway"), "{value}");
+    assert!(
+        value.contains("cannot fetch the model catalog from the gateway"),
+        "{value}"
+    );
     // Only one of the two settings is a configuration error, as `promptforge run` says.
     let mut client = Client::spawn(&[("PROMPTFORGE_GATEWAY_URL", "http://127.0.0.1:9")]);
     client.open(&doc, &text);
-    let hover = client.call("textDocument/hover", point(&doc, at(&text, "models.bind", 2)));
+    let hover = client.call(
+        "textDocument/hover",
+        point(&doc, at(&text, "models.bind", 2)),
+    );
     let value = hover["contents"]["value"].as_str().unwrap();
     assert!(value.contains("PROMPTFORGE_GATEWAY_API_KEY"), "{value}");
 }

@@ -323,7 +323,8 @@ mod tests {
 
     #[test]
     fn opts_tables_are_read_as_the_run_reads_them() {
-        let read = ModelConstraints::from_lua("{ thinking = true, context = 32000, temperature = 0.5 }");
+        let read =
+            ModelConstraints::from_lua("{ thinking = true, context = 32000, temperature = 0.5 }");
         assert_eq!(
             read.map(|c| c.opts),
             Ok(ModelOpts {
@@ -353,17 +354,26 @@ mod tests {
         ] {
             assert!(ModelConstraints::from_lua(source).is_err(), "{source}");
         }
-        let long = format!("{{ context = 1{} }}", " ".repeat(MAX_CONSTRAINTS_SOURCE_BYTES));
+        let long = format!(
+            "{{ context = 1{} }}",
+            " ".repeat(MAX_CONSTRAINTS_SOURCE_BYTES)
+        );
         assert!(ModelConstraints::from_lua(&long).is_err());
     }
 
     #[test]
     fn an_empty_model_catalog_fails_without_loading_the_picker() {
         let tools = ToolCatalog::default();
-        let picker = LazyPicker::new(tools.picker_catalog(), promptforge_tool_picker::Config::default());
+        let picker = LazyPicker::new(
+            tools.picker_catalog(),
+            promptforge_tool_picker::Config::default(),
+        );
         let previewer = Previewer::new(picker, ModelCatalog::empty(), tools);
         let preview = previewer.model(ModelCall::Bind, "m", "a writer", &ModelConstraints::none());
-        assert!(matches!(&preview, Preview::Failed { message } if message.contains("the model catalog is empty")), "{preview:?}");
+        assert!(
+            matches!(&preview, Preview::Failed { message } if message.contains("the model catalog is empty")),
+            "{preview:?}"
+        );
         assert!(!previewer.is_loaded());
     }
 }

@@ -92,7 +92,11 @@ pub fn outline(source: &str) -> Outline {
         Some(&at) => &elements[..at],
         None => &elements[..],
     };
-    if first_is_title && let Element::Heading { text: title, range, .. } = &elements[heading_at[0]] {
+    if first_is_title
+        && let Element::Heading {
+            text: title, range, ..
+        } = &elements[heading_at[0]]
+    {
         reader.out.title = Some(OutlineHeading {
             level: 1,
             name: title.trim().to_owned(),
@@ -105,7 +109,12 @@ pub fn outline(source: &str) -> Outline {
 
     let mut stack: Vec<usize> = Vec::new();
     for (k, &at) in heading_at.iter().enumerate() {
-        let Element::Heading { level, text: name, range } = &elements[at] else {
+        let Element::Heading {
+            level,
+            text: name,
+            range,
+        } = &elements[at]
+        else {
             continue;
         };
         if *level == 1 {
@@ -147,7 +156,11 @@ pub fn outline(source: &str) -> Outline {
             None => reader.out.roots.push(id),
         }
         stack.push(id);
-        let region = reader.region(&elements[at + 1..region_end(k)], Owner::Section(id), RegionKind::Section);
+        let region = reader.region(
+            &elements[at + 1..region_end(k)],
+            Owner::Section(id),
+            RegionKind::Section,
+        );
         let section = &mut reader.out.sections[id];
         section.off_walk = region.off_walk;
         section.has_items = region.has_items;
@@ -201,9 +214,7 @@ impl Outline {
     /// The section whose region (its heading up to the next heading) holds byte `offset`;
     /// `None` in the frontmatter, the H1 region, or after a second H1.
     pub fn section_at(&self, offset: usize) -> Option<usize> {
-        let after = self
-            .sections
-            .partition_point(|s| s.region.start <= offset);
+        let after = self.sections.partition_point(|s| s.region.start <= offset);
         let candidate = after.checked_sub(1)?;
         self.sections[candidate]
             .region
@@ -827,14 +838,25 @@ fn heading_name_span(text: &str, range: Range<usize>) -> Range<usize> {
     // Setext: every line but the underline.
     let lines: Vec<&str> = slice.trim_end_matches('\n').split('\n').collect();
     let content_lines = lines.len().saturating_sub(1).max(1);
-    let content_len: usize = lines[..content_lines].iter().map(|l| l.len() + 1).sum::<usize>() - 1;
-    let span = trimmed_range(text, range.start..range.start + content_len.min(slice.len()));
+    let content_len: usize = lines[..content_lines]
+        .iter()
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        - 1;
+    let span = trimmed_range(
+        text,
+        range.start..range.start + content_len.min(slice.len()),
+    );
     span.start..span.end
 }
 
 /// The keys of the frontmatter YAML: unindented `key:` lines and the keys nested one level
 /// under them. Comments, list items and continuation lines are skipped.
-fn frontmatter_outline(text: &str, split: &frontmatter::Split<'_>, lines: &Lines) -> FrontmatterOutline {
+fn frontmatter_outline(
+    text: &str,
+    split: &frontmatter::Split<'_>,
+    lines: &Lines,
+) -> FrontmatterOutline {
     let yaml_start = text.find('\n').map_or(text.len(), |at| at + 1);
     let yaml = yaml_start..yaml_start + split.yaml.len();
     let mut entries: Vec<FrontmatterEntry> = Vec::new();
@@ -925,7 +947,10 @@ mod tests {
         let block = &map.lua_blocks()[0];
         assert_eq!(&source[block.code()], "var.a = 1\n");
         assert_eq!((block.line(), block.owner()), (10, Owner::Preamble));
-        assert_eq!(map.section_at(source.find("### Child").unwrap_or(0) + 4), Some(1));
+        assert_eq!(
+            map.section_at(source.find("### Child").unwrap_or(0) + 4),
+            Some(1)
+        );
         assert_eq!(map.section_at(3), None);
     }
 
@@ -942,7 +967,10 @@ mod tests {
                 .unwrap_or(usize::MAX)
         };
         let a = id("## A");
-        assert_eq!(names(&map, &map.visible(Scope::Preamble)), ["## A", "## B", "## C"]);
+        assert_eq!(
+            names(&map, &map.visible(Scope::Preamble)),
+            ["## A", "## B", "## C"]
+        );
         assert_eq!(
             names(&map, &map.visible(Scope::Section(a))),
             ["## B", "## C", "### A1", "### A2"]
@@ -954,12 +982,24 @@ mod tests {
         );
         // Not the parent, not itself, not a niece, not a grandchild.
         for hidden in ["## A", "### A1", "### B1"] {
-            assert_eq!(map.resolve(Scope::Section(a1), hidden), Resolution::NotVisible);
+            assert_eq!(
+                map.resolve(Scope::Section(a1), hidden),
+                Resolution::NotVisible
+            );
         }
-        assert_eq!(map.resolve(Scope::Section(a), "#### Deep"), Resolution::NotVisible);
+        assert_eq!(
+            map.resolve(Scope::Section(a), "#### Deep"),
+            Resolution::NotVisible
+        );
         // Level disambiguates.
-        assert_eq!(map.resolve(Scope::Section(a), "### B"), Resolution::NotVisible);
-        assert_eq!(map.resolve(Scope::Section(a), "B"), Resolution::NotAnAddress);
+        assert_eq!(
+            map.resolve(Scope::Section(a), "### B"),
+            Resolution::NotVisible
+        );
+        assert_eq!(
+            map.resolve(Scope::Section(a), "B"),
+            Resolution::NotAnAddress
+        );
         // An arm of `### A1` spawned from `## A`: A's set without A1, plus A1's children.
         let arm = Scope::Arm {
             worker: a1,
@@ -1008,9 +1048,14 @@ mod tests {
     fn frontmatter_keys_are_listed_with_nesting() {
         let source = "---\nname: x\n\"description\": d\n# a comment\ninput:\n  path: in.md\n  descrption: typo\ncolour: red\n---\n\n# T\n";
         let map = outline(source);
-        let front = map.frontmatter().map(FrontmatterOutline::entries).unwrap_or(&[]);
-        let keys: Vec<(&str, usize, Option<usize>)> =
-            front.iter().map(|e| (e.key(), e.line(), e.parent())).collect();
+        let front = map
+            .frontmatter()
+            .map(FrontmatterOutline::entries)
+            .unwrap_or(&[]);
+        let keys: Vec<(&str, usize, Option<usize>)> = front
+            .iter()
+            .map(|e| (e.key(), e.line(), e.parent()))
+            .collect();
         assert_eq!(
             keys,
             [
@@ -1027,7 +1072,8 @@ mod tests {
 
     #[test]
     fn setext_headings_and_crlf() {
-        let source = format!("{HEAD}# T\n\nSetext Name\n---\n\n```lua\nx = 1\n```\n").replace('\n', "\r\n");
+        let source =
+            format!("{HEAD}# T\n\nSetext Name\n---\n\n```lua\nx = 1\n```\n").replace('\n', "\r\n");
         let text = normalized(&source);
         let map = outline(&source);
         let section = &map.sections()[0];

@@ -9,7 +9,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
-use promptforge_lsp::lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
+use promptforge_lsp::lsp_server::{
+    Connection, Message, Notification, Request, RequestId, Response,
+};
 use promptforge_lsp::lsp_types::{Diagnostic, Position, PublishDiagnosticsParams, Url};
 use promptforge_lsp::{Ended, Options};
 use serde_json::{Value, json};
@@ -18,7 +20,8 @@ use serde_json::{Value, json};
 pub(crate) const PATIENCE: Duration = Duration::from_secs(120);
 
 /// A prompt's frontmatter and title.
-pub(crate) const HEAD: &str = "---\nname: test\ndescription: a test prompt\npromptforge: 1\n---\n\n# Test\n\n";
+pub(crate) const HEAD: &str =
+    "---\nname: test\ndescription: a test prompt\npromptforge: 1\n---\n\n# Test\n\n";
 
 /// How messages reach the server.
 enum Wire {
@@ -91,7 +94,10 @@ impl Client {
     }
 
     fn initialize(&mut self) {
-        let result = self.request("initialize", json!({"processId": null, "rootUri": null, "capabilities": {}}));
+        let result = self.request(
+            "initialize",
+            json!({"processId": null, "rootUri": null, "capabilities": {}}),
+        );
         assert!(result.response_result.is_ok(), "{result:?}");
         self.notify("initialized", json!({}));
     }
@@ -121,14 +127,21 @@ impl Client {
     }
 
     pub(crate) fn notify(&mut self, method: &str, params: Value) {
-        self.send(Message::Notification(Notification::new(method.to_owned(), params)));
+        self.send(Message::Notification(Notification::new(
+            method.to_owned(),
+            params,
+        )));
     }
 
     /// Sends a request and returns its id without waiting.
     pub(crate) fn send_request(&mut self, method: &str, params: Value) -> RequestId {
         self.next_id += 1;
         let id = RequestId::from(self.next_id);
-        self.send(Message::Request(Request::new(id.clone(), method.to_owned(), params)));
+        self.send(Message::Request(Request::new(
+            id.clone(),
+            method.to_owned(),
+            params,
+        )));
         id
     }
 
@@ -194,7 +207,11 @@ impl Client {
     /// Waits for diagnostics of `uri` at `version` and returns them.
     pub(crate) fn diagnostics(&mut self, uri: &Url, version: i32) -> Vec<Diagnostic> {
         loop {
-            if let Some(found) = self.published(uri).into_iter().find(|p| p.version == Some(version)) {
+            if let Some(found) = self
+                .published(uri)
+                .into_iter()
+                .find(|p| p.version == Some(version))
+            {
                 return found.diagnostics;
             }
             let message = self.next();
@@ -209,7 +226,9 @@ impl Client {
         self.notifications
             .iter()
             .filter(|n| n.method == "textDocument/publishDiagnostics")
-            .filter_map(|n| serde_json::from_value::<PublishDiagnosticsParams>(n.params.clone()).ok())
+            .filter_map(|n| {
+                serde_json::from_value::<PublishDiagnosticsParams>(n.params.clone()).ok()
+            })
             .filter(|p| &p.uri == uri)
             .collect()
     }
@@ -309,7 +328,10 @@ pub(crate) fn position(text: &str, offset: usize) -> Position {
 
 /// The position `shift` bytes into the first occurrence of `needle`.
 pub(crate) fn at(text: &str, needle: &str, shift: usize) -> Position {
-    let offset = text.find(needle).unwrap_or_else(|| panic!("`{needle}` is not in the text")) + shift;
+    let offset = text
+        .find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` is not in the text"))
+        + shift;
     position(text, offset)
 }
 
@@ -320,13 +342,20 @@ pub(crate) fn point(uri: &Url, position: Position) -> Value {
 
 /// Applies a workspace edit's text edits for `uri` to `text` (edits do not overlap).
 pub(crate) fn apply_edit(text: &str, edit: &Value, uri: &Url) -> String {
-    let edits = edit["changes"][uri.as_str()].as_array().cloned().unwrap_or_default();
+    let edits = edit["changes"][uri.as_str()]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut spans: Vec<(usize, usize, String)> = edits
         .iter()
         .map(|e| {
             let start: Position = serde_json::from_value(e["range"]["start"].clone()).unwrap();
             let end: Position = serde_json::from_value(e["range"]["end"].clone()).unwrap();
-            (offset(text, start), offset(text, end), e["newText"].as_str().unwrap().to_owned())
+            (
+                offset(text, start),
+                offset(text, end),
+                e["newText"].as_str().unwrap().to_owned(),
+            )
         })
         .collect();
     spans.sort_by_key(|s| std::cmp::Reverse(s.0));
@@ -341,7 +370,9 @@ pub(crate) fn apply_edit(text: &str, edit: &Value, uri: &Url) -> String {
 pub(crate) fn offset(text: &str, position: Position) -> usize {
     let mut line_start = 0;
     for _ in 0..position.line {
-        line_start += text[line_start..].find('\n').map_or(text.len() - line_start, |at| at + 1);
+        line_start += text[line_start..]
+            .find('\n')
+            .map_or(text.len() - line_start, |at| at + 1);
     }
     let mut units = 0;
     for (at, c) in text[line_start..].char_indices() {
