@@ -19,6 +19,7 @@
 //! from, minus the worker, plus the worker's children.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::Range;
 
 use super::frontmatter;
@@ -155,6 +156,12 @@ pub fn outline(source: &str) -> Outline {
             Some(p) => reader.out.sections[p].children.push(id),
             None => reader.out.roots.push(id),
         }
+        reader
+            .out
+            .named
+            .entry((parent, *level, name.trim().to_owned()))
+            .or_default()
+            .push(id);
         stack.push(id);
         let region = reader.region(
             &elements[at + 1..region_end(k)],
@@ -178,6 +185,8 @@ pub struct Outline {
     roots: Vec<usize>,
     lua: Vec<LuaBlock>,
     placeholders: Vec<Placeholder>,
+    /// Sections by (parent, level, name), in document order: addresses resolve in O(1).
+    named: HashMap<(Option<usize>, u8, String), Vec<usize>>,
 }
 
 impl Outline {
@@ -257,18 +266,37 @@ impl Outline {
     }
 
     /// Resolves a heading address such as `## Research` from `scope` as a run would: the
-    /// first visible section with that level and name.
+    /// first visible section with that level and name (in the order of
+    /// [`Outline::visible`]). Constant time: a level may hold thousands of sections.
     pub fn resolve(&self, scope: Scope, address: &str) -> Resolution {
         let Some((level, name)) = parse_address(address) else {
             return Resolution::NotAnAddress;
         };
-        self.visible(scope)
-            .into_iter()
-            .find(|&id| {
-                let section = &self.sections[id];
-                section.level == level && section.heading.name == name
-            })
-            .map_or(Resolution::NotVisible, Resolution::Found)
+        // The first section of that address under `parent`, skipping `excluded`.
+        let first = |parent: Option<usize>, excluded: &[usize]| {
+            self.named
+                .get(&(parent, level, name.to_owned()))
+                .and_then(|ids| ids.iter().copied().find(|id| !excluded.contains(id)))
+        };
+        let found = match scope {
+            Scope::Preamble => first(None, &[]),
+            Scope::Section(id) => {
+                let Some(section) = self.sections.get(id) else {
+                    return Resolution::NotVisible;
+                };
+                first(section.parent, &[id]).or_else(|| first(Some(id), &[]))
+            }
+            // The caller's set without the worker, then the worker's children.
+            Scope::Arm { worker, caller } => match caller {
+                None => first(None, &[worker]),
+                Some(caller) => self.sections.get(caller).and_then(|section| {
+                    first(section.parent, &[caller, worker])
+                        .or_else(|| first(Some(caller), &[worker]))
+                }),
+            }
+            .or_else(|| first(Some(worker), &[])),
+        };
+        found.map_or(Resolution::NotVisible, Resolution::Found)
     }
 
     /// The sibling list a section belongs to (its parent's children, or the roots).
