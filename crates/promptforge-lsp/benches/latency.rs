@@ -131,7 +131,7 @@ fn main() {
     // Change → diagnostics on 1,000 sections.
     let text = thousand_sections();
     let uri = Url::parse("file:///bench/big.md").unwrap();
-    let mut session = Session::start(Options {
+    let session = Session::start(Options {
         debounce: Duration::ZERO,
         resources: resources(),
     });

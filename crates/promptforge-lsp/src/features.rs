@@ -976,7 +976,14 @@ fn lua_completion(analysis: &Analysis, block: &Block, offset: usize) -> Vec<Comp
             k.checked_sub(1).filter(|&d| is(d, ".")),
         ),
         Some(k) if is(k, ".") && tokens[k].span.end == offset => ("", Some(k)),
-        Some(k) if tokens[k].span.end == offset && tokens[k].kind != Kind::Name => {
+        // Right after a number, a string or an unknown character: nothing to complete.
+        Some(k)
+            if tokens[k].span.end == offset
+                && matches!(
+                    tokens[k].kind,
+                    Kind::Number | Kind::Str { .. } | Kind::Unknown
+                ) =>
+        {
             return Vec::new();
         }
         _ => ("", None),

@@ -1,7 +1,8 @@
 //! A real editor as the client: Debian's Neovim (0.7.2) starts the built server, opens a
 //! prompt with problems, and reports what it received: the diagnostics, where
-//! go-to-definition took the cursor, a hover text, and the buffer after a quick fix and a
-//! rename. `scripts/test.sh` installs `neovim`.
+//! go-to-definition took the cursor, hover texts (an API call, and what a binding binds to),
+//! completion, references, the outline, and the buffer after a quick fix and a rename.
+//! `scripts/test.sh` installs `neovim`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
@@ -17,6 +18,10 @@ promptforge: 1
 ---
 
 # Neovim
+
+```lua
+tools.bind(\"fetch\", \"fetch a web page and read its text\")
+```
 
 ## Research
 
@@ -137,6 +142,32 @@ fn neovim_shows_diagnostics_jumps_hovers_fixes_and_renames() {
         hover.contains("store.read(path: string") && hover.contains("Reads a store file"),
         "{hover}"
     );
+    // The binding hover says what the run would bind (no gateway: `web_fetch` is the tool).
+    let binding = results["binding_hover"].as_str().unwrap_or_default();
+    assert!(
+        binding.contains("tools.bind(alias") && binding.contains("Binds `web_fetch`"),
+        "{binding}"
+    );
+    // Completion in `jump("…")` from `## Research`: its visible sections.
+    assert_eq!(results["completion"], serde_json::json!(["## Summarise"]));
+    // References of `## Summarise`: the heading and the one string that resolves to it
+    // (the misspelt one does not).
+    let jump_line = line_of("if notes ==") + 1;
+    assert_eq!(
+        results["references"],
+        serde_json::json!([jump_line, heading + 1])
+    );
+    // The outline.
+    let symbols: Vec<&str> = results["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(
+        symbols.len() == 2 && symbols[0].contains("Research") && symbols[1].contains("Summarise"),
+        "{symbols:?}"
+    );
     // The quick fix and the rename were applied to the buffer.
     let text = results["text"].as_str().unwrap();
     assert!(
@@ -144,7 +175,11 @@ fn neovim_shows_diagnostics_jumps_hovers_fixes_and_renames() {
         "{text}"
     );
     assert!(text.contains("\n## Synthesis\n"), "{text}");
-    assert_eq!(results["steps"].as_array().unwrap().len(), 7, "{results:#}");
+    assert_eq!(
+        results["steps"].as_array().unwrap().len(),
+        11,
+        "{results:#}"
+    );
 }
 
 fn which(name: &str) -> Option<PathBuf> {

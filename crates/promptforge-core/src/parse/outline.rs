@@ -25,7 +25,7 @@ use std::ops::Range;
 use super::frontmatter;
 use super::lines::Lines;
 use super::template::parse_path;
-use super::{Element, FenceRole, elements};
+use super::{Element, FenceRole, Piece, RegionKind, elements, heading_indices, walk_region};
 
 /// The text every span of [`outline`] and [`check`](super::check) points into: `source`
 /// without a leading byte-order mark and with CRLF line endings turned into LF.
@@ -66,12 +66,7 @@ pub fn outline(source: &str) -> Outline {
         None => 0,
     };
     let elements = elements(text, body_offset);
-    let heading_at: Vec<usize> = elements
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| matches!(e, Element::Heading { .. }))
-        .map(|(i, _)| i)
-        .collect();
+    let heading_at = heading_indices(&elements);
     let region_end = |k: usize| heading_at.get(k + 1).copied().unwrap_or(elements.len());
     let span_end = |k: usize| match heading_at.get(k + 1) {
         Some(&next) => elements[next].range().start,
@@ -694,13 +689,6 @@ pub fn parse_address(address: &str) -> Option<(u8, &str)> {
     (!name.is_empty()).then_some((u8::try_from(hashes).ok()?, name))
 }
 
-/// Which region rules apply (see the parser's `RegionKind`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum RegionKind {
-    H1,
-    Section,
-}
-
 /// What a region's reading found that its section records.
 struct RegionFacts {
     off_walk: bool,
@@ -714,50 +702,31 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// Reads one region's executable content with the parser's rules: a leading `---` in a
-    /// section takes it off the walk; any other `---` ends what executes.
+    /// Reads one region's executable content with the parser's rules (a leading `---` in a
+    /// section takes it off the walk; any other `---` ends what executes).
     fn region(&mut self, elements: &[Element], owner: Owner, kind: RegionKind) -> RegionFacts {
-        let mut facts = RegionFacts {
-            off_walk: false,
-            has_items: false,
-        };
-        let Some(first) = elements.first() else {
-            return facts;
-        };
-        let end = elements
-            .last()
-            .map_or(first.range().start, |e| e.range().end);
-        let mut prose_from = first.range().start;
-        for (index, element) in elements.iter().enumerate() {
-            match element {
-                Element::Rule { range } if index == 0 && kind == RegionKind::Section => {
-                    facts.off_walk = true;
-                    prose_from = range.end;
-                }
-                Element::Rule { range } => {
-                    self.prose(prose_from..range.start, owner);
-                    return facts;
-                }
-                Element::Fence {
-                    range,
-                    role: role @ (FenceRole::Lua | FenceRole::Shared),
-                    ..
-                } => {
-                    self.prose(prose_from..range.start, owner);
-                    let owner = if *role == FenceRole::Shared && kind == RegionKind::H1 {
+        let mut has_items = false;
+        let walked: Result<bool, std::convert::Infallible> = walk_region(elements, kind, |piece| {
+            match piece {
+                Piece::Prose(range) => self.prose(range, owner),
+                Piece::Fence { range, role, .. } => {
+                    let owner = if role == FenceRole::Shared && kind == RegionKind::H1 {
                         Owner::Shared
                     } else {
                         owner
                     };
                     self.lua(range.clone(), owner);
-                    prose_from = range.end;
                 }
-                Element::List { .. } => facts.has_items = true,
-                _ => {}
+                Piece::List(_) => has_items = true,
             }
+            Ok(())
+        });
+        RegionFacts {
+            off_walk: match walked {
+                Ok(off_walk) => off_walk,
+            },
+            has_items,
         }
-        self.prose(prose_from..end, owner);
-        facts
     }
 
     /// Records the code between a fence's opening line and its closing line (or the end

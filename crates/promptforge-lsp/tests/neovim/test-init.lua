@@ -40,6 +40,16 @@ local function cursor_on(text, shift)
   return line
 end
 
+-- The hover text at the cursor (the server's answer, waited for up to `patience` ms).
+local function hover_text(bufnr, patience)
+  local answers = vim.lsp.buf_request_sync(bufnr, 'textDocument/hover', vim.lsp.util.make_position_params(), patience)
+  for _, answer in pairs(answers or {}) do
+    if answer.result and answer.result.contents then
+      return answer.result.contents.value
+    end
+  end
+end
+
 local ok, err = pcall(function()
   vim.cmd('edit ' .. vim.fn.fnameescape(os.getenv('PF_PROMPT')))
   local bufnr = vim.api.nvim_get_current_buf()
@@ -83,13 +93,53 @@ local ok, err = pcall(function()
 
   -- Hover on a Lua API call.
   cursor_on('store.read', 7)
-  local answers = vim.lsp.buf_request_sync(bufnr, 'textDocument/hover', vim.lsp.util.make_position_params(), 30000)
+  results.hover = hover_text(bufnr, 30000)
+  step('hover')
+
+  -- What a binding will bind to (Neovim 0.7 has no inlay hints: the hover shows it). The
+  -- first one loads the picker; it is answered from the server's picker thread.
+  cursor_on('tools.bind("fetch"', 3)
+  results.binding_hover = hover_text(bufnr, 120000)
+  step('binding hover')
+
+  -- Completion inside a target string: the sections visible from there.
+  cursor_on('jump("## Sumarise")', 6)
+  local answers = vim.lsp.buf_request_sync(bufnr, 'textDocument/completion', vim.lsp.util.make_position_params(), 30000)
+  results.completion = {}
   for _, answer in pairs(answers or {}) do
-    if answer.result and answer.result.contents then
-      results.hover = answer.result.contents.value
+    local items = answer.result and (answer.result.items or answer.result) or {}
+    for _, item in ipairs(items) do
+      table.insert(results.completion, item.label)
     end
   end
-  step('hover')
+  step('completion')
+
+  -- Find references from the heading (into the quickfix list, as `gr` does).
+  cursor_on('## Summarise', 4)
+  vim.fn.setqflist({})
+  vim.lsp.buf.references({ includeDeclaration = true })
+  assert(vim.wait(30000, function()
+    return #vim.fn.getqflist() > 0
+  end, 20), 'no references arrived')
+  results.references = {}
+  for _, entry in ipairs(vim.fn.getqflist()) do
+    table.insert(results.references, entry.lnum)
+  end
+  vim.cmd('cclose')
+  step('references')
+
+  -- The section outline (Neovim 0.7 lists it in the quickfix list too).
+  vim.fn.setqflist({})
+  vim.lsp.buf.document_symbol()
+  assert(vim.wait(30000, function()
+    return #vim.fn.getqflist() > 0
+  end, 20), 'no symbols arrived')
+  results.symbols = {}
+  for _, entry in ipairs(vim.fn.getqflist()) do
+    table.insert(results.symbols, entry.text)
+  end
+  vim.cmd('cclose')
+  step('symbols')
 
   -- The quick fix for the misspelt target.
   cursor_on('jump("## Sumarise")', 8)
