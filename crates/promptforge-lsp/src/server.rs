@@ -292,7 +292,7 @@ impl Server {
             Completion::METHOD => self.with_position::<CompletionParams, _>(
                 &request,
                 |p| &p.text_document_position,
-                |analysis, offset, _| {
+                |analysis, offset, _, _| {
                     ok(CompletionResponse::Array(features::completion(
                         analysis, offset,
                     )))
@@ -301,7 +301,7 @@ impl Server {
             GotoDefinition::METHOD => self.with_position::<GotoDefinitionParams, _>(
                 &request,
                 |p| &p.text_document_position_params,
-                |analysis, offset, uri| {
+                |analysis, offset, uri, _| {
                     let locations: Vec<Location> = features::definition(analysis, offset)
                         .into_iter()
                         .map(|span| Location::new(uri.clone(), analysis.text.range(span)))
@@ -316,10 +316,8 @@ impl Server {
             References::METHOD => self.with_position::<ReferenceParams, _>(
                 &request,
                 |p| &p.text_document_position,
-                |analysis, offset, uri| {
-                    let include = serde_json::from_value::<ReferenceParams>(request.params.clone())
-                        .map(|p| p.context.include_declaration)
-                        .unwrap_or(true);
+                |analysis, offset, uri, p| {
+                    let include = p.context.include_declaration;
                     let locations: Vec<Location> = features::references(analysis, offset, include)
                         .into_iter()
                         .map(|span| Location::new(uri.clone(), analysis.text.range(span)))
@@ -330,21 +328,16 @@ impl Server {
             PrepareRenameRequest::METHOD => self.with_position::<TextDocumentPositionParams, _>(
                 &request,
                 |p| p,
-                |analysis, offset, _| ok(features::prepare_rename(analysis, offset)),
+                |analysis, offset, _, _| ok(features::prepare_rename(analysis, offset)),
             ),
-            Rename::METHOD => {
-                let new_name = serde_json::from_value::<RenameParams>(request.params.clone())
-                    .map(|p| p.new_name)
-                    .unwrap_or_default();
-                self.with_position::<RenameParams, _>(
-                    &request,
-                    |p| &p.text_document_position,
-                    |analysis, offset, uri| match features::rename(analysis, offset, &new_name) {
-                        Ok(edits) => ok(features::workspace_edit(analysis, uri, edits)),
-                        Err(message) => Answer::Now(Err((ErrorCode::RequestFailed, message))),
-                    },
-                )
-            }
+            Rename::METHOD => self.with_position::<RenameParams, _>(
+                &request,
+                |p| &p.text_document_position,
+                |analysis, offset, uri, p| match features::rename(analysis, offset, &p.new_name) {
+                    Ok(edits) => ok(features::workspace_edit(analysis, uri, edits)),
+                    Err(message) => Answer::Now(Err((ErrorCode::RequestFailed, message))),
+                },
+            ),
             DocumentSymbolRequest::METHOD => match params::<DocumentSymbolParams>(&request) {
                 Ok(p) => match self.analysis(&p.text_document.uri) {
                     Some(analysis) => ok(DocumentSymbolResponse::Nested(
@@ -378,7 +371,8 @@ impl Server {
         }
     }
 
-    /// Parses `P`, finds the document and the offset, and answers with `answer`.
+    /// Parses `P`, finds the document and the offset, and answers with `answer` (which also
+    /// sees the parsed params).
     fn with_position<P: DeserializeOwned, F>(
         &mut self,
         request: &Request,
@@ -386,7 +380,7 @@ impl Server {
         answer: F,
     ) -> Answer
     where
-        F: FnOnce(&Analysis, usize, &Url) -> Answer,
+        F: FnOnce(&Analysis, usize, &Url, &P) -> Answer,
     {
         let p: P = match params(request) {
             Ok(p) => p,
@@ -397,7 +391,7 @@ impl Server {
             return ok(Value::Null);
         };
         let offset = analysis.text.offset(at.position);
-        answer(&analysis, offset, &at.text_document.uri)
+        answer(&analysis, offset, &at.text_document.uri, &p)
     }
 
     fn hover(&mut self, request: &Request) -> Answer {
