@@ -35,6 +35,7 @@ mod resolve;
 mod sandbox;
 pub mod store;
 pub mod tools;
+pub mod trace;
 
 pub use cancel::CancelHandle;
 pub use client::{
