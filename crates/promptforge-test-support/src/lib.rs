@@ -7,6 +7,7 @@
 //! as a value lives ([`Loopback`]), the bearer check ([`has_bearer`]), and a chat route
 //! that replays queued replies and records every request ([`Replay`]).
 
+pub mod browser;
 mod replay;
 
 pub use replay::{Replay, Reply};
