@@ -3,7 +3,8 @@
 //! (installed by `scripts/test.sh` under `.tools/npm`), through `browser/steps.cjs`.
 //!
 //! A test hands [`Browser::run`] a list of steps (`goto`, `wait`, `click`, `fill`, `text`,
-//! `texts`, `attr`, `count`, `eval`, `screenshot`) and asserts on what they read.
+//! `texts`, `attr`, `count`, `eval`, `screenshot`, and `signal`, which writes a file the
+//! test can wait for to act while the page is open) and asserts on what they read.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
