@@ -181,20 +181,16 @@ impl TraceOutputs {
 
     /// Writes the trace file and the viewer.
     fn write(&self, document: &serde_json::Value) -> Result<(), String> {
-        if let Some(path) = &self.json {
-            let mut bytes = serde_json::to_vec_pretty(document)
-                .map_err(|e| format!("cannot encode the trace: {e}"))?;
-            bytes.push(b'\n');
-            promptforge_trace::write::write_atomic(path, &bytes)
-                .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
+        let failures = promptforge_trace::write::write_outputs(
+            document,
+            self.json.as_deref(),
+            self.html.as_deref(),
+        );
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
         }
-        if let Some(path) = &self.html {
-            let page = promptforge_trace::viewer::html(document);
-            promptforge_trace::write::write_atomic(path, page.as_bytes()).map_err(|e| {
-                format!("cannot write the trace viewer to {}: {e}", path.display())
-            })?;
-        }
-        Ok(())
     }
 }
 

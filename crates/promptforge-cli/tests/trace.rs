@@ -37,10 +37,9 @@ async fn promptforge(args: &[&str], gateway: Option<&str>) -> std::process::Outp
 }
 
 #[track_caller]
-fn assert_valid(document: &Value) {
-    let schema: Value = serde_json::from_str(promptforge_core::trace::SCHEMA).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(document).map(|e| e.to_string()).collect();
+fn assert_valid(document: &serde_json::Value) {
+    let errors =
+        promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
     assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
 }
 

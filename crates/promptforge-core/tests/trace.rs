@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use promptforge_core::client::{GatewayClient, RequestLimits};
 use promptforge_core::tools::{Tool, ToolCatalog};
-use promptforge_core::trace::{SCHEMA, SCHEMA_VERSION, Span, SpanListener, TraceLimits, Tracer};
+use promptforge_core::trace::{SCHEMA_VERSION, Span, SpanListener, TraceLimits, Tracer};
 use promptforge_core::{NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, run};
 use serde_json::Value as Json;
 use support::{FakeTool, KEY, Reply, Upstream, calls, text};
@@ -25,13 +25,9 @@ fn fixture(name: &str) -> (String, String) {
 
 /// Validates a trace document against the published schema.
 #[track_caller]
-fn assert_valid(document: &Json) {
-    let schema: Json = serde_json::from_str(SCHEMA).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(document)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
+fn assert_valid(document: &serde_json::Value) {
+    let errors =
+        promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
     assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
 }
 

@@ -302,28 +302,17 @@ impl Session {
             return;
         }
         let written = tokio::task::spawn_blocking(move || {
-            let document = tracer.document();
-            let mut failures = Vec::new();
-            if let Some(path) = json {
-                let mut bytes = serde_json::to_vec_pretty(&document).unwrap_or_default();
-                bytes.push(b'\n');
-                if let Err(error) = promptforge_trace::write::write_atomic(&path, &bytes) {
-                    failures.push(format!("trace: cannot write {}: {error}", path.display()));
-                }
-            }
-            if let Some(path) = html {
-                let page = promptforge_trace::viewer::html(&document);
-                if let Err(error) = promptforge_trace::write::write_atomic(&path, page.as_bytes()) {
-                    failures.push(format!("trace: cannot write {}: {error}", path.display()));
-                }
-            }
-            failures
+            promptforge_trace::write::write_outputs(
+                &tracer.document(),
+                json.as_deref(),
+                html.as_deref(),
+            )
         })
         .await;
         match written {
             Ok(failures) => {
                 for failure in failures {
-                    self.console.line(&failure);
+                    self.console.line(&format!("trace: {failure}"));
                 }
             }
             Err(error) => self

@@ -918,10 +918,8 @@ fn traced_prompt(marker: &str) -> String {
 
 #[track_caller]
 fn assert_valid_trace(document: &serde_json::Value) {
-    let schema: serde_json::Value =
-        serde_json::from_str(promptforge_core::trace::SCHEMA).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(document).map(|e| e.to_string()).collect();
+    let errors =
+        promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
     assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
 }
 

@@ -53,6 +53,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Writes a run's trace `document` as the JSON trace file at `json` and as the viewer page
+/// at `html` (either may be absent); returns a message per file that could not be written.
+pub fn write_outputs(
+    document: &serde_json::Value,
+    json: Option<&Path>,
+    html: Option<&Path>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if let Some(path) = json {
+        match serde_json::to_vec_pretty(document) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                if let Err(error) = write_atomic(path, &bytes) {
+                    failures.push(format!("cannot write the trace to {}: {error}", path.display()));
+                }
+            }
+            Err(error) => failures.push(format!("cannot encode the trace: {error}")),
+        }
+    }
+    if let Some(path) = html {
+        let page = crate::viewer::html(document);
+        if let Err(error) = write_atomic(path, page.as_bytes()) {
+            failures.push(format!(
+                "cannot write the trace viewer to {}: {error}",
+                path.display()
+            ));
+        }
+    }
+    failures
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
