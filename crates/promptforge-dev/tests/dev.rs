@@ -996,7 +996,7 @@ async fn watch_ui_streams_each_run_live_to_a_browser_and_compares_two_runs() {
         {"texts": "#tree .row .name", "as": "names"},
         {"click": "#tree .row[data-kind='tool_call'] .name"},
         {"text": "#details pre.args", "as": "arguments"},
-        {"screenshot": shots.join("viewer-live-trace.png").to_str().unwrap()},
+        {"screenshot": shots.join("viewer-live-trace.png").to_str().unwrap(), "clip": {"x": 0, "y": 0, "width": 1400, "height": 760}},
         {"click": "nav button[data-tab='store']"},
         {"click": "#store-steps .row[data-step='1'] .name"},
         {"texts": "#store-view .diff .del", "as": "removed"},
@@ -1012,7 +1012,7 @@ async fn watch_ui_streams_each_run_live_to_a_browser_and_compares_two_runs() {
         {"wait": "#compare-summary"},
         {"text": "#compare-summary", "as": "compare"},
         {"texts": "#compare .cell.changed > div:first-child", "as": "changed"},
-        {"screenshot": shots.join("viewer-live-compare.png").to_str().unwrap()},
+        {"screenshot": shots.join("viewer-live-compare.png").to_str().unwrap(), "clip": {"x": 0, "y": 0, "width": 1400, "height": 760}},
     ]);
     let save = async {
         tokio::time::timeout(WAIT, async {

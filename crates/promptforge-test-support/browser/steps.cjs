@@ -31,7 +31,7 @@ const steps = JSON.parse(require("fs").readFileSync(stepsFile, "utf8"));
       else if (step.texts) out[step.as] = (await page.locator(step.texts).allInnerTexts()).map(t => t.trim());
       else if (step.attr) out[step.as] = await page.locator(step.attr).first().getAttribute(step.name);
       else if (step.count) out[step.as] = await page.locator(step.count).count();
-      else if (step.screenshot) await page.screenshot({ path: step.screenshot, fullPage: !!step.full });
+      else if (step.screenshot) await page.screenshot({ path: step.screenshot, fullPage: !!step.full, clip: step.clip });
       else if (step.eval) out[step.as] = await page.evaluate(step.eval);
       else if (step.signal) require("fs").writeFileSync(step.signal, "1");
       else throw new Error("unknown step " + JSON.stringify(step));
