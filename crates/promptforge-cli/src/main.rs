@@ -18,10 +18,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use promptforge_core::client::{GatewayClient, ModelCatalog, RequestLimits};
 use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
+use promptforge_core::trace::Tracer;
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
-use promptforge_core::trace::Tracer;
 use promptforge_tool_picker::{Config, LazyPicker};
 use promptforge_trace::otlp::{OtlpConfig, OtlpExport};
 use promptforge_webfetch::WebFetch;

@@ -210,7 +210,8 @@ impl Gateway {
         collect(child.stdout.take().unwrap(), Arc::clone(&lines));
         collect(child.stderr.take().unwrap(), Arc::clone(&lines));
         let url = wait_line(&lines, "gateway listening line", |line| {
-            line.strip_prefix("listening on ").map(|u| u.trim().to_owned())
+            line.strip_prefix("listening on ")
+                .map(|u| u.trim().to_owned())
         })
         .await;
         Self {
@@ -354,7 +355,10 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         assert!(by_name.contains_key(name), "{name} is not among {names:?}");
     }
     // One trace: every span but the root has its parent in it.
-    let ids: Vec<&str> = spans.iter().map(|s| s["context"]["span_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = spans
+        .iter()
+        .map(|s| s["context"]["span_id"].as_str().unwrap())
+        .collect();
     let roots: Vec<&Value> = spans.iter().filter(|s| s["parent_id"].is_null()).collect();
     assert_eq!(roots.len(), 1, "{spans:?}");
     assert_eq!(roots[0]["name"], "invoke_agent otlp");
@@ -367,14 +371,21 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
     // The GenAI conventions on the model turns and the tool call.
     let chats = &by_name["chat code-pro"];
     assert_eq!(chats.len(), 2);
-    let section = by_name["section ## Ask"][0]["context"]["span_id"].as_str().unwrap();
+    let section = by_name["section ## Ask"][0]["context"]["span_id"]
+        .as_str()
+        .unwrap();
     for chat in chats {
         assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
         assert_eq!(attr(chat, "gen_ai.provider.name"), "promptforge");
         assert_eq!(attr(chat, "gen_ai.request.model"), "code-pro");
         assert_eq!(attr(chat, "server.address"), "127.0.0.1");
         assert_eq!(chat["parent_id"], section);
-        assert!(attr(chat, "gen_ai.input.messages").as_str().unwrap().contains("Tell me about rust."));
+        assert!(
+            attr(chat, "gen_ai.input.messages")
+                .as_str()
+                .unwrap()
+                .contains("Tell me about rust.")
+        );
     }
     let last = chats
         .iter()
@@ -382,7 +393,12 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         .expect("the final turn");
     assert_eq!(attr(last, "gen_ai.usage.input_tokens"), 12);
     assert_eq!(attr(last, "gen_ai.usage.output_tokens"), 5);
-    assert!(attr(last, "gen_ai.output.messages").as_str().unwrap().contains("Rust is fast."));
+    assert!(
+        attr(last, "gen_ai.output.messages")
+            .as_str()
+            .unwrap()
+            .contains("Rust is fast.")
+    );
     let tool = by_name["execute_tool lookup"][0];
     assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
     assert_eq!(attr(tool, "gen_ai.tool.name"), "lookup");
@@ -400,7 +416,9 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         .map(|c| c["context"]["span_id"].as_str().unwrap())
         .collect();
     for header in &seen {
-        let header = header.as_deref().expect("a traceparent on every model request");
+        let header = header
+            .as_deref()
+            .expect("a traceparent on every model request");
         let parts: Vec<&str> = header.split('-').collect();
         assert_eq!(parts.len(), 4, "{header}");
         assert_eq!(parts[0], "00");
@@ -410,8 +428,14 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
     }
     // And once it continues the trace, its spans hang under those chat spans.
     for name in GATEWAY_SPANS {
-        let found = by_name.get(name).unwrap_or_else(|| panic!("no gateway span {name}"));
-        assert!(found.iter().all(|s| s["context"]["trace_id"] == trace_id.as_str()));
+        let found = by_name
+            .get(name)
+            .unwrap_or_else(|| panic!("no gateway span {name}"));
+        assert!(
+            found
+                .iter()
+                .all(|s| s["context"]["trace_id"] == trace_id.as_str())
+        );
     }
     assert_eq!(upstream.remaining(), 0);
 }

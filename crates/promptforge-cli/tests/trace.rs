@@ -38,8 +38,7 @@ async fn promptforge(args: &[&str], gateway: Option<&str>) -> std::process::Outp
 
 #[track_caller]
 fn assert_valid(document: &serde_json::Value) {
-    let errors =
-        promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
+    let errors = promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
     assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
 }
 
@@ -140,18 +139,39 @@ async fn check_viewer(html: &Path) {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    for section in ["# Traced", "## Plan", "## Research", "### Summarize", "## Fan", "### Worker"] {
+    for section in [
+        "# Traced",
+        "## Plan",
+        "## Research",
+        "### Summarize",
+        "## Fan",
+        "### Worker",
+    ] {
         assert!(names.contains(&section), "{section} is not in {names:?}");
     }
     assert_eq!(report["status"], "ok");
     assert!(
-        report["arguments"].as_str().unwrap().contains("\"query\": \"rust\""),
+        report["arguments"]
+            .as_str()
+            .unwrap()
+            .contains("\"query\": \"rust\""),
         "{report}"
     );
-    assert!(report["tool_details"].as_str().unwrap().contains("Rust 2026"), "{report}");
+    assert!(
+        report["tool_details"]
+            .as_str()
+            .unwrap()
+            .contains("Rust 2026"),
+        "{report}"
+    );
     assert_eq!(report["removed"], json!(["plan"]), "{report}");
     assert_eq!(report["added"], json!(["planned"]), "{report}");
-    assert!(report["store_heading"].as_str().unwrap().contains("str_replace notes.md"));
+    assert!(
+        report["store_heading"]
+            .as_str()
+            .unwrap()
+            .contains("str_replace notes.md")
+    );
     let rows = report["section_rows"].as_array().unwrap();
     assert!(rows.contains(&json!("### Worker")), "{report}");
     assert!(std::fs::metadata(&trace_png).unwrap().len() > 10_000);
@@ -169,7 +189,12 @@ async fn a_failed_run_still_writes_its_trace() {
     .unwrap();
     let trace = dir.path().join("t.json");
     let output = promptforge(
-        &["run", "--trace", trace.to_str().unwrap(), prompt.to_str().unwrap()],
+        &[
+            "run",
+            "--trace",
+            trace.to_str().unwrap(),
+            prompt.to_str().unwrap(),
+        ],
         None,
     )
     .await;
@@ -189,7 +214,13 @@ async fn an_unwritable_trace_path_is_refused_before_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no/such/dir/t.json");
     let output = promptforge(
-        &["run", "--trace", missing.to_str().unwrap(), "prompts/echo.md", "x"],
+        &[
+            "run",
+            "--trace",
+            missing.to_str().unwrap(),
+            "prompts/echo.md",
+            "x",
+        ],
         None,
     )
     .await;
@@ -199,7 +230,13 @@ async fn an_unwritable_trace_path_is_refused_before_the_run() {
     assert!(stderr.starts_with("error: --trace "), "{stderr}");
     assert!(stderr.contains("cannot use the directory"), "{stderr}");
     let output = promptforge(
-        &["run", "--trace-html", dir.path().to_str().unwrap(), "prompts/echo.md", "x"],
+        &[
+            "run",
+            "--trace-html",
+            dir.path().to_str().unwrap(),
+            "prompts/echo.md",
+            "x",
+        ],
         None,
     )
     .await;
@@ -215,6 +252,10 @@ async fn without_trace_flags_nothing_is_written_and_no_traceparent_is_sent() {
          "description": "A small friendly general-purpose chat model that follows instructions",
          "context": 2048, "thinking": "never"}]}));
     let output = promptforge(&["run", "prompts/greet.md", "World"], Some(&upstream.url)).await;
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(upstream.traceparents(), [None]);
 }

@@ -26,8 +26,7 @@ fn fixture(name: &str) -> (String, String) {
 /// Validates a trace document against the published schema.
 #[track_caller]
 fn assert_valid(document: &serde_json::Value) {
-    let errors =
-        promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
+    let errors = promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
     assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
 }
 
@@ -44,7 +43,10 @@ fn tree(document: &Json) -> String {
         }
     }
     fn render(span: &Json, depth: usize, children: &HashMap<String, Vec<&Json>>, out: &mut String) {
-        let line = span["line"].as_u64().map(|l| format!(" :{l}")).unwrap_or_default();
+        let line = span["line"]
+            .as_u64()
+            .map(|l| format!(" :{l}"))
+            .unwrap_or_default();
         out.push_str(&format!(
             "{}{} {} [{}]{}\n",
             "  ".repeat(depth),
@@ -182,7 +184,12 @@ run traced [ok]
     let arms = find(document, "arm", "### Worker");
     let mut items: Vec<(u64, &str)> = arms
         .iter()
-        .map(|a| (a["attrs"]["index"].as_u64().unwrap(), a["attrs"]["item"].as_str().unwrap()))
+        .map(|a| {
+            (
+                a["attrs"]["index"].as_u64().unwrap(),
+                a["attrs"]["item"].as_str().unwrap(),
+            )
+        })
         .collect();
     items.sort_unstable();
     assert_eq!(items, [(1, "a"), (2, "b")]);
@@ -227,13 +234,28 @@ run traced [ok]
 
     // The model turns: the request as sent, the reply, the finish reason.
     let turns = find(document, "model_turn", "code-pro");
-    assert_eq!(turns[0]["attrs"]["request"]["messages"][0]["content"], "Find out about languages.");
-    assert_eq!(turns[0]["attrs"]["request"]["tools"][0]["function"]["name"], "web_search");
+    assert_eq!(
+        turns[0]["attrs"]["request"]["messages"][0]["content"],
+        "Find out about languages."
+    );
+    assert_eq!(
+        turns[0]["attrs"]["request"]["tools"][0]["function"]["name"],
+        "web_search"
+    );
     assert_eq!(turns[0]["attrs"]["finish_reason"], "tool_calls");
-    assert_eq!(turns[0]["attrs"]["reply"]["tool_calls"][1]["arguments"], r#"{"query":"lua"}"#);
+    assert_eq!(
+        turns[0]["attrs"]["reply"]["tool_calls"][1]["arguments"],
+        r#"{"query":"lua"}"#
+    );
     assert_eq!(turns[1]["attrs"]["turn"], 1);
     assert_eq!(turns[1]["attrs"]["reply"]["content"], "Rust and Lua.");
-    assert_eq!(turns[1]["attrs"]["request"]["messages"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        turns[1]["attrs"]["request"]["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
 
     // The tool calls: alias, arguments as JSON, the result that went back to the model.
     let tools = find(document, "tool_call", "web_search");
@@ -242,15 +264,26 @@ run traced [ok]
     assert_eq!(tools[0]["attrs"]["arguments"]["query"], "rust");
     assert_eq!(tools[1]["attrs"]["arguments"]["query"], "lua");
     assert_eq!(tools[1]["attrs"]["trusted"], false);
-    assert!(tools[1]["attrs"]["result"].as_str().unwrap().contains("web_search result for"));
+    assert!(
+        tools[1]["attrs"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("web_search result for")
+    );
     assert_eq!(out.search.calls.lock().unwrap().len(), 2);
 
     // Execute and the section results.
     let execute = &find(document, "execute", "### Summarize")[0];
     assert_eq!(execute["attrs"]["input"], "Rust and Lua.");
     assert_eq!(execute["attrs"]["result"], "summary of Rust and Lua.");
-    assert_eq!(find(document, "section", "## Plan")[0]["attrs"]["end"], "jump");
-    assert_eq!(find(document, "section", "## Fan")[0]["attrs"]["end"], "return");
+    assert_eq!(
+        find(document, "section", "## Plan")[0]["attrs"]["end"],
+        "jump"
+    );
+    assert_eq!(
+        find(document, "section", "## Fan")[0]["attrs"]["end"],
+        "return"
+    );
 
     // Every model request carried a traceparent of this trace, naming its turn's span.
     let trace_id = document["trace_id"].as_str().unwrap();
@@ -268,7 +301,10 @@ run traced [ok]
     // Every span ended, after it started, inside the run.
     let run_end = document["spans"][0]["end_us"].as_u64().unwrap();
     for span in document["spans"].as_array().unwrap() {
-        let (start, end) = (span["start_us"].as_u64().unwrap(), span["end_us"].as_u64().unwrap());
+        let (start, end) = (
+            span["start_us"].as_u64().unwrap(),
+            span["end_us"].as_u64().unwrap(),
+        );
         assert!(start <= end && end <= run_end, "{span}");
     }
 }
@@ -278,7 +314,11 @@ async fn an_untraced_run_sends_no_traceparent() {
     let upstream = Upstream::start(tool_loop_replies()).await;
     let client = GatewayClient::new(&upstream.url, KEY).unwrap();
     let models = client.models(RequestLimits::default()).await.unwrap();
-    let search = FakeTool::new("web_search", "Search the web for current news and information", false);
+    let search = FakeTool::new(
+        "web_search",
+        "Search the web for current news and information",
+        false,
+    );
     let tools: Vec<Arc<dyn Tool>> = vec![search];
     let catalog = ToolCatalog::new(&tools).unwrap();
     let picker = support::picker(&catalog);
@@ -325,7 +365,10 @@ async fn fields_past_the_cap_are_cut_with_a_marker() {
     let document = &out.document;
     assert_valid(document);
     let input = document["spans"][0]["attrs"]["input"].as_str().unwrap();
-    assert_eq!(input, format!("{}\u{2026}[cut: 5000 bytes in all]", "x".repeat(100)));
+    assert_eq!(
+        input,
+        format!("{}\u{2026}[cut: 5000 bytes in all]", "x".repeat(100))
+    );
     assert!(document["dropped"]["cut_fields"].as_u64().unwrap() >= 1);
 }
 
@@ -342,7 +385,11 @@ async fn past_the_trace_budget_spans_keep_their_shape_and_lose_their_attributes(
     assert_eq!(spans.len(), 12);
     assert!(document["dropped"]["spans"].as_u64().unwrap() > 0);
     assert!(document["dropped"]["attributes"].as_u64().unwrap() > 0);
-    assert!(spans.iter().any(|s| s["attrs"] == serde_json::json!({"dropped": true})));
+    assert!(
+        spans
+            .iter()
+            .any(|s| s["attrs"] == serde_json::json!({"dropped": true}))
+    );
     // Whatever was dropped, the kept spans still form a tree under the run.
     let ids: Vec<&str> = spans.iter().map(|s| s["id"].as_str().unwrap()).collect();
     for span in &spans[1..] {
@@ -355,10 +402,16 @@ struct Events(Mutex<Vec<String>>);
 
 impl SpanListener for Events {
     fn span_started(&self, span: &Span) {
-        self.0.lock().unwrap().push(format!("+{} {}", span.kind().as_str(), span.name()));
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("+{} {}", span.kind().as_str(), span.name()));
     }
     fn span_ended(&self, span: &Span) {
-        self.0.lock().unwrap().push(format!("-{} {}", span.kind().as_str(), span.name()));
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("-{} {}", span.kind().as_str(), span.name()));
     }
 }
 
@@ -366,7 +419,10 @@ impl SpanListener for Events {
 async fn listeners_see_every_span_start_and_end_and_the_run_ends_last() {
     let events = Arc::new(Events::default());
     let listener = Arc::clone(&events);
-    let out = traced("traced.md", "x", tool_loop_replies(), |b| b.listener(listener)).await;
+    let out = traced("traced.md", "x", tool_loop_replies(), |b| {
+        b.listener(listener)
+    })
+    .await;
     out.result.unwrap();
     let events = events.0.lock().unwrap().clone();
     let spans = out.document["spans"].as_array().unwrap().len();
@@ -389,6 +445,9 @@ async fn a_failing_run_records_the_error_on_its_span_and_the_run() {
     let turns = find(document, "model_turn", "code-pro");
     assert_eq!(turns[1]["status"], "error");
     assert_eq!(turns[1]["error"]["kind"], "model");
-    assert_eq!(find(document, "section", "## Research")[0]["status"], "error");
+    assert_eq!(
+        find(document, "section", "## Research")[0]["status"],
+        "error"
+    );
     assert!(find(document, "section", "## Fan").is_empty());
 }

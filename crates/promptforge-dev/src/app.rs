@@ -14,9 +14,9 @@ use crate::console::Console;
 use crate::env::GatewayEnv;
 use crate::runner::{Outcome, Session, TraceOptions};
 use crate::ui::UiServer;
+use crate::watch::PromptWatcher;
 use promptforge_trace::otlp::OtlpConfig;
 use std::sync::Arc;
-use crate::watch::PromptWatcher;
 
 /// Exit status: the run succeeded.
 pub const EXIT_OK: u8 = 0;

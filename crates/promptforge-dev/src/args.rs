@@ -86,7 +86,9 @@ impl Args {
                 continue;
             }
             let (flag, inline) = match arg.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
+                Some((flag, value)) if flag.starts_with("--") => {
+                    (flag.to_owned(), Some(value.to_owned()))
+                }
                 _ => (arg.clone(), None),
             };
             match flag.as_str() {
@@ -160,7 +162,15 @@ mod tests {
 
     #[test]
     fn trace_flags_take_a_file_and_ui_is_a_switch() {
-        let args = parse(&["--trace", "t.json", "--ui", "p.md", "--trace-html=t.html", "x"]).unwrap();
+        let args = parse(&[
+            "--trace",
+            "t.json",
+            "--ui",
+            "p.md",
+            "--trace-html=t.html",
+            "x",
+        ])
+        .unwrap();
         assert_eq!(args.trace, Some(PathBuf::from("t.json")));
         assert_eq!(args.trace_html, Some(PathBuf::from("t.html")));
         assert!(args.ui);

@@ -276,11 +276,7 @@ impl Session {
     /// Flushes the OTLP export, writes the trace files (off the async threads) and marks
     /// the viewer's run finished. Failures are reported; they never change the outcome.
     async fn finish_trace(&self, traced: Traced) {
-        let Traced {
-            tracer,
-            export,
-            ui,
-        } = traced;
+        let Traced { tracer, export, ui } = traced;
         if let Some(export) = export {
             let report = export.finish().await;
             for error in &report.errors {
@@ -455,7 +451,8 @@ async fn read_prompt(prompt: &Path, shown: &str, id: &str) -> Result<(Prompt, St
             "{shown} is not a promptforge prompt: its frontmatter declares no `promptforge:` version"
         ));
     }
-    let parsed = Prompt::parse_named(shown, &source, id, &NullObserver).map_err(|e| e.to_string())?;
+    let parsed =
+        Prompt::parse_named(shown, &source, id, &NullObserver).map_err(|e| e.to_string())?;
     Ok((parsed, source))
 }
 

@@ -245,17 +245,38 @@ fn router(app: App) -> Router {
         .with_state(app)
 }
 
+/// Why a request is refused.
+enum Refused {
+    /// A foreign `Host`.
+    Host,
+    /// The wrong token.
+    Token,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Host => (
+                StatusCode::FORBIDDEN,
+                "this viewer answers on its loopback address only",
+            )
+                .into_response(),
+            Self::Token => StatusCode::NOT_FOUND.into_response(),
+        }
+    }
+}
+
 /// Refuses a request with the wrong token or a foreign `Host`.
-fn check(app: &App, token: &str, headers: &HeaderMap) -> Result<(), Response> {
+fn check(app: &App, token: &str, headers: &HeaderMap) -> Result<(), Refused> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
     if !app.hosts.iter().any(|h| h == host) {
-        return Err((StatusCode::FORBIDDEN, "this viewer answers on its loopback address only").into_response());
+        return Err(Refused::Host);
     }
     if !bool::from(token.as_bytes().ct_eq(app.token.as_bytes())) {
-        return Err(StatusCode::NOT_FOUND.into_response());
+        return Err(Refused::Token);
     }
     Ok(())
 }
@@ -267,20 +288,27 @@ fn no_store(mut response: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     response
 }
 
-async fn redirect(State(app): State<App>, Path(token): Path<String>, headers: HeaderMap) -> Response {
+async fn redirect(
+    State(app): State<App>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(refused) = check(&app, &token, &headers) {
-        return refused;
+        return refused.into_response();
     }
     no_store(Redirect::to(&format!("/{token}/")).into_response())
 }
 
 async fn page(State(app): State<App>, Path(token): Path<String>, headers: HeaderMap) -> Response {
     if let Err(refused) = check(&app, &token, &headers) {
-        return refused;
+        return refused.into_response();
     }
     no_store(
         (
@@ -293,7 +321,7 @@ async fn page(State(app): State<App>, Path(token): Path<String>, headers: Header
 
 async fn runs(State(app): State<App>, Path(token): Path<String>, headers: HeaderMap) -> Response {
     if let Err(refused) = check(&app, &token, &headers) {
-        return refused;
+        return refused.into_response();
     }
     no_store(axum::Json(app.hub.list()).into_response())
 }
@@ -304,7 +332,7 @@ async fn run(
     headers: HeaderMap,
 ) -> Response {
     if let Err(refused) = check(&app, &token, &headers) {
-        return refused;
+        return refused.into_response();
     }
     let document = index.parse::<u64>().ok().and_then(|i| app.hub.document(i));
     match document {
@@ -315,14 +343,22 @@ async fn run(
 
 async fn events(State(app): State<App>, Path(token): Path<String>, headers: HeaderMap) -> Response {
     if let Err(refused) = check(&app, &token, &headers) {
-        return refused;
+        return refused.into_response();
     }
     let Ok(permit) = Arc::clone(&app.streams).try_acquire_owned() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "too many viewer pages are open").into_response();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many viewer pages are open",
+        )
+            .into_response();
     };
     let receiver = app.hub.events.subscribe();
     let stream = event_stream(receiver, permit);
-    no_store(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+    no_store(
+        Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+    )
 }
 
 fn event_stream(
@@ -332,7 +368,9 @@ fn event_stream(
     futures::stream::unfold((receiver, permit), |(mut receiver, permit)| async move {
         let event = match receiver.recv().await {
             Ok((kind, data)) => Event::default().event(kind).data(data.to_string()),
-            Err(broadcast::error::RecvError::Lagged(_)) => Event::default().event("resync").data("{}"),
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                Event::default().event("resync").data("{}")
+            }
             Err(broadcast::error::RecvError::Closed) => return None,
         };
         Some((Ok(event), (receiver, permit)))
@@ -363,9 +401,18 @@ mod tests {
         let (origin, token) = base.rsplit_once('/').unwrap();
         let mut wrong = token.to_owned();
         wrong.replace_range(0..1, if token.starts_with('0') { "1" } else { "0" });
-        assert_eq!(get(format!("{origin}/{wrong}/")).await.unwrap().status(), 404);
+        assert_eq!(
+            get(format!("{origin}/{wrong}/")).await.unwrap().status(),
+            404
+        );
         assert_eq!(get(format!("{origin}/")).await.unwrap().status(), 404);
-        assert_eq!(get(format!("{origin}/{token}/api/nope")).await.unwrap().status(), 404);
+        assert_eq!(
+            get(format!("{origin}/{token}/api/nope"))
+                .await
+                .unwrap()
+                .status(),
+            404
+        );
         let redirect = get(base.to_owned()).await.unwrap();
         assert!(redirect.status().is_redirection());
         assert_eq!(redirect.headers()["location"], format!("/{token}/"));
@@ -377,11 +424,21 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(foreign.status(), 403);
-        let runs: Json = get(format!("{url}api/runs")).await.unwrap().json().await.unwrap();
+        let runs: Json = get(format!("{url}api/runs"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(runs, json!([]));
         assert_eq!(get(format!("{url}api/runs/7")).await.unwrap().status(), 404);
         let (index, _) = server.hub().begin("p", "p.md");
-        let runs: Json = get(format!("{url}api/runs")).await.unwrap().json().await.unwrap();
+        let runs: Json = get(format!("{url}api/runs"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(runs[0]["index"], index);
         let events = get(format!("{url}api/events")).await.unwrap();
         assert_eq!(events.status(), 200);

@@ -918,8 +918,7 @@ fn traced_prompt(marker: &str) -> String {
 
 #[track_caller]
 fn assert_valid_trace(document: &serde_json::Value) {
-    let errors =
-        promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
+    let errors = promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
     assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
 }
 
@@ -957,9 +956,18 @@ async fn the_trace_flags_write_a_valid_trace_and_viewer() {
     let html = std::fs::read_to_string(dir.path().join("t.html")).unwrap();
     assert!(html.contains(document["trace_id"].as_str().unwrap()));
     // A trace target in a missing directory is a usage error before anything runs.
-    let out = dev(dir.path(), &["--trace", "no/such/t.json", "p.md"], &upstream).await;
+    let out = dev(
+        dir.path(),
+        &["--trace", "no/such/t.json", "p.md"],
+        &upstream,
+    )
+    .await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(out.stderr.contains("error: --trace no/such/t.json"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: --trace no/such/t.json"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -976,14 +984,21 @@ async fn watch_ui_streams_each_run_live_to_a_browser_and_compares_two_runs() {
     let dir = Dir::new();
     let prompt = dir.write("p.md", &traced_prompt("v1"));
     let live = Live::spawn(dir.path(), &["--watch", "--ui", "p.md", "in"], &upstream);
-    live.wait_stderr(1, |l| l.starts_with("ui: http://127.0.0.1:")).await;
+    live.wait_stderr(1, |l| l.starts_with("ui: http://127.0.0.1:"))
+        .await;
     live.wait_stdout("done v1").await;
     let url = live
         .stderr()
         .iter()
-        .find_map(|l| l.strip_prefix("ui: ").map(|rest| rest.split(' ').next().unwrap().to_owned()))
+        .find_map(|l| {
+            l.strip_prefix("ui: ")
+                .map(|rest| rest.split(' ').next().unwrap().to_owned())
+        })
         .unwrap();
-    assert!(url.ends_with('/') && url.len() > "http://127.0.0.1:1/".len() + 32, "{url}");
+    assert!(
+        url.ends_with('/') && url.len() > "http://127.0.0.1:1/".len() + 32,
+        "{url}"
+    );
 
     let browser = promptforge_test_support::browser::Browser::locate().unwrap();
     let shots = promptforge_test_support::browser::artifacts_dir();
@@ -1026,17 +1041,43 @@ async fn watch_ui_streams_each_run_live_to_a_browser_and_compares_two_runs() {
     };
     let (report, ()) = tokio::join!(browser.run(&steps), save);
     let report = report.unwrap();
-    assert_eq!(report["errors"], json!([]), "{report}\n{}", live.stderr().join("\n"));
+    assert_eq!(
+        report["errors"],
+        json!([]),
+        "{report}\n{}",
+        live.stderr().join("\n")
+    );
     let names = report["names"].as_array().unwrap();
     for section in ["# Live", "## Main", "lookup", "notes.md"] {
-        assert!(names.contains(&json!(section)), "{section} not in {names:?}");
+        assert!(
+            names.contains(&json!(section)),
+            "{section} not in {names:?}"
+        );
     }
-    assert!(report["arguments"].as_str().unwrap().contains("\"key\": \"rust\""), "{report}");
+    assert!(
+        report["arguments"]
+            .as_str()
+            .unwrap()
+            .contains("\"key\": \"rust\""),
+        "{report}"
+    );
     assert_eq!(report["removed"], json!(["draft v1"]), "{report}");
     assert_eq!(report["added"], json!(["final v1"]), "{report}");
     // While run 2 waited on the model, its open span showed as running.
-    assert!(report["live_durations"].as_array().unwrap().contains(&json!("running")), "{report}");
-    assert!(report["compare"].as_str().unwrap().contains("with different results"), "{report}");
+    assert!(
+        report["live_durations"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("running")),
+        "{report}"
+    );
+    assert!(
+        report["compare"]
+            .as_str()
+            .unwrap()
+            .contains("with different results"),
+        "{report}"
+    );
     let changed = report["changed"].as_array().unwrap();
     assert!(changed.contains(&json!("model smol-chat")), "{report}");
     live.wait_stdout("done v2").await;

@@ -25,8 +25,8 @@ fn repo() -> PathBuf {
 
 /// Where tests keep artifacts such as screenshots: `target/test-artifacts/`.
 pub fn artifacts_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| repo().join("target"), PathBuf::from);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo().join("target"), PathBuf::from);
     target.join("test-artifacts")
 }
 

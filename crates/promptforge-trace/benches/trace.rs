@@ -58,15 +58,25 @@ async fn once(prompt: &Prompt, input: &str, mode: Mode, otlp: &OtlpConfig, file:
     if let Some(tracer) = &tracer {
         config = config.tracer(tracer.clone());
     }
-    run(prompt, input, ResolutionContext::empty(), &StoreRef::memory(), config)
-        .await
-        .expect("runs");
+    run(
+        prompt,
+        input,
+        ResolutionContext::empty(),
+        &StoreRef::memory(),
+        config,
+    )
+    .await
+    .expect("runs");
     if let Some(export) = export {
         let report = export.finish().await;
-        assert!(report.errors.is_empty() && report.dropped == 0, "{report:?}");
+        assert!(
+            report.errors.is_empty() && report.dropped == 0,
+            "{report:?}"
+        );
     }
     if let (Mode::File, Some(tracer)) = (mode, tracer) {
-        let failures = promptforge_trace::write::write_outputs(&tracer.document(), Some(file), None);
+        let failures =
+            promptforge_trace::write::write_outputs(&tracer.document(), Some(file), None);
         assert!(failures.is_empty(), "{failures:?}");
     }
 }
@@ -99,9 +109,15 @@ fn bench(c: &mut Criterion) {
         ("10000_arms", arms(), "10000", 10_000),
     ] {
         let mut group = c.benchmark_group(format!("trace/{name}"));
-        group.sample_size(10).measurement_time(Duration::from_secs(10));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(10));
         group.throughput(Throughput::Elements(elements));
-        for (label, mode) in [("off", Mode::Off), ("file", Mode::File), ("otlp", Mode::Otlp)] {
+        for (label, mode) in [
+            ("off", Mode::Off),
+            ("file", Mode::File),
+            ("otlp", Mode::Otlp),
+        ] {
             group.bench_function(BenchmarkId::from_parameter(label), |b| {
                 b.iter(|| rt.block_on(once(&prompt, input, mode, &otlp, &file)));
             });

@@ -67,13 +67,24 @@ fn main() {
             ])))
             .expect("the browser session runs");
         assert_eq!(report["errors"], json!([]), "{report}");
-        ready.push(report["ready"].as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN));
+        ready.push(
+            report["ready"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(f64::NAN),
+        );
         navigation.push(report["navigation"].as_f64().unwrap_or(f64::NAN));
         interaction.push(report["interaction"].as_f64().unwrap_or(f64::NAN));
     }
     println!("viewer: {spans} spans, page {bytes} bytes, 5 loads in headless Chromium");
-    println!("viewer/ready (first script line to first render): {:.0} ms", median(ready));
-    println!("viewer/navigation (page.goto): {:.0} ms", median(navigation));
+    println!(
+        "viewer/ready (first script line to first render): {:.0} ms",
+        median(ready)
+    );
+    println!(
+        "viewer/navigation (page.goto): {:.0} ms",
+        median(navigation)
+    );
     println!(
         "viewer/interaction (filter, select, three tab switches): {:.0} ms",
         median(interaction)

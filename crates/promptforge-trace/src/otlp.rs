@@ -110,7 +110,10 @@ impl OtlpConfig {
             (None, Some(base)) => format!("{}/v1/traces", base.trim().trim_end_matches('/')),
             (None, None) => return Ok(None),
         };
-        for var in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+        for var in [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ] {
             if let Some(protocol) = env(var) {
                 if protocol.trim() != "http/protobuf" {
                     return Err(format!(
@@ -129,7 +132,10 @@ impl OtlpConfig {
             ));
         }
         let mut timeout = DEFAULT_TIMEOUT;
-        for var in ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"] {
+        for var in [
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ] {
             if let Some(ms) = env(var) {
                 let ms: u64 = ms
                     .trim()
@@ -206,7 +212,9 @@ impl OtlpExport {
             content: config.capture_content,
             scope: InstrumentationScope::builder("promptforge")
                 .with_version(env!("CARGO_PKG_VERSION"))
-                .with_schema_url(format!("https://opentelemetry.io/schemas/{SEMCONV_VERSION}"))
+                .with_schema_url(format!(
+                    "https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+                ))
                 .build(),
         });
         let worker = tokio::spawn(export_loop(exporter, receiver));
@@ -376,10 +384,16 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             out.push(KeyValue::new(genai::PROVIDER_NAME, PROVIDER_NAME));
             out.push(KeyValue::new(genai::REQUEST_MODEL, model.clone()));
             let request = attrs.get("request");
-            if let Some(t) = request.and_then(|r| r.get("temperature")).and_then(Json::as_f64) {
+            if let Some(t) = request
+                .and_then(|r| r.get("temperature"))
+                .and_then(Json::as_f64)
+            {
                 out.push(KeyValue::new(genai::REQUEST_TEMPERATURE, t));
             }
-            if let Some(m) = request.and_then(|r| r.get("max_tokens")).and_then(Json::as_i64) {
+            if let Some(m) = request
+                .and_then(|r| r.get("max_tokens"))
+                .and_then(Json::as_i64)
+            {
                 out.push(KeyValue::new(genai::REQUEST_MAX_TOKENS, m));
             }
             if let Some(m) = text("response_model") {
@@ -430,10 +444,7 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
                         input_messages(request).to_string(),
                     ));
                     if let Some(tools) = request.get("tools").filter(|t| t.is_array()) {
-                        out.push(KeyValue::new(
-                            genai::TOOL_DEFINITIONS,
-                            tools.to_string(),
-                        ));
+                        out.push(KeyValue::new(genai::TOOL_DEFINITIONS, tools.to_string()));
                     }
                 }
                 if let Some(reply) = attrs.get("reply") {
@@ -469,10 +480,7 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
                     out.push(KeyValue::new(genai::TOOL_CALL_ARGUMENTS, arguments));
                 }
                 if let Some(result) = text("result") {
-                    out.push(KeyValue::new(
-                        genai::TOOL_CALL_RESULT,
-                        result.to_owned(),
-                    ));
+                    out.push(KeyValue::new(genai::TOOL_CALL_RESULT, result.to_owned()));
                 }
             }
             (OtelKind::Internal, format!("execute_tool {}", span.name()))
@@ -481,10 +489,7 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             out.push(KeyValue::new(genai::OPERATION_NAME, "invoke_agent"));
             out.push(KeyValue::new(genai::AGENT_NAME, span.name().to_owned()));
             if let Some(execution) = text("execution") {
-                out.push(KeyValue::new(
-                    genai::CONVERSATION_ID,
-                    execution.to_owned(),
-                ));
+                out.push(KeyValue::new(genai::CONVERSATION_ID, execution.to_owned()));
             }
             (OtelKind::Internal, format!("invoke_agent {}", span.name()))
         }
@@ -506,7 +511,12 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             i64::try_from(line).unwrap_or(i64::MAX),
         ));
     }
-    if let Some(origin) = span.kind().eq(&SpanKind::Run).then(|| text("origin")).flatten() {
+    if let Some(origin) = span
+        .kind()
+        .eq(&SpanKind::Run)
+        .then(|| text("origin"))
+        .flatten()
+    {
         out.push(KeyValue::new(semconv::CODE_FILE_PATH, origin.to_owned()));
     }
     scalar_attrs(span, attrs, content, &mut out);
@@ -530,9 +540,9 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             false,
             TraceState::default(),
         ),
-        parent_span_id: span
-            .parent()
-            .map_or(OtelSpanId::INVALID, |p| OtelSpanId::from_bytes(p.to_bytes())),
+        parent_span_id: span.parent().map_or(OtelSpanId::INVALID, |p| {
+            OtelSpanId::from_bytes(p.to_bytes())
+        }),
         parent_span_is_remote: false,
         span_kind: kind,
         name: Cow::Owned(name),
@@ -551,12 +561,22 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
 /// model content only with content capture.
 fn scalar_attrs(span: &Span, attrs: &Map<String, Json>, content: bool, out: &mut Vec<KeyValue>) {
     const CONTENT: [&str; 10] = [
-        "input", "result", "reply", "returned", "item", "content", "old", "new", "message",
-        "store",
+        "input", "result", "reply", "returned", "item", "content", "old", "new", "message", "store",
     ];
     const HANDLED: [&str; 13] = [
-        "model", "request", "response_model", "response_id", "finish_reason", "usage",
-        "first_byte_us", "gateway", "turn", "infer", "call_id", "alias", "arguments",
+        "model",
+        "request",
+        "response_model",
+        "response_id",
+        "finish_reason",
+        "usage",
+        "first_byte_us",
+        "gateway",
+        "turn",
+        "infer",
+        "call_id",
+        "alias",
+        "arguments",
     ];
     for (key, value) in attrs {
         if HANDLED.contains(&key.as_str())
@@ -600,7 +620,12 @@ fn input_messages(request: &Json) -> Json {
                 } else if let Some(content) = m.get("content").and_then(Json::as_str) {
                     parts.push(json!({"type": "text", "content": content}));
                 }
-                for call in m.get("tool_calls").and_then(Json::as_array).into_iter().flatten() {
+                for call in m
+                    .get("tool_calls")
+                    .and_then(Json::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     let function = call.get("function");
                     parts.push(json!({"type": "tool_call", "id": call.get("id"),
                         "name": function.and_then(|f| f.get("name")),
@@ -618,7 +643,12 @@ fn output_messages(reply: &Json, finish: Option<&str>) -> Json {
     if let Some(content) = reply.get("content").and_then(Json::as_str) {
         parts.push(json!({"type": "text", "content": content}));
     }
-    for call in reply.get("tool_calls").and_then(Json::as_array).into_iter().flatten() {
+    for call in reply
+        .get("tool_calls")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
         parts.push(json!({"type": "tool_call", "id": call.get("id"),
             "name": call.get("name"), "arguments": call.get("arguments")}));
     }
@@ -643,9 +673,12 @@ mod tests {
     #[test]
     fn export_is_off_unless_an_endpoint_is_set() {
         assert_eq!(OtlpConfig::from(&env(&[])).unwrap(), None);
-        let config = OtlpConfig::from(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/")]))
-            .unwrap()
-            .unwrap();
+        let config = OtlpConfig::from(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4318/",
+        )]))
+        .unwrap()
+        .unwrap();
         assert_eq!(config.endpoint, "http://127.0.0.1:4318/v1/traces");
         assert_eq!(config.timeout, DEFAULT_TIMEOUT);
         assert!(!config.capture_content);
@@ -664,8 +697,14 @@ mod tests {
         assert!(config.capture_content);
         assert_eq!(config.service_name, "mine");
         for off in [
-            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"), ("OTEL_SDK_DISABLED", "true")][..],
-            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"), ("OTEL_TRACES_EXPORTER", "none")][..],
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                ("OTEL_SDK_DISABLED", "true"),
+            ][..],
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
+                ("OTEL_TRACES_EXPORTER", "none"),
+            ][..],
         ] {
             let pairs: &'static [(&str, &str)] = Box::leak(off.to_vec().into_boxed_slice());
             assert_eq!(OtlpConfig::from(&env(pairs)).unwrap(), None);
@@ -679,15 +718,18 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ]))
         .unwrap_err();
-        assert!(error.contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"), "{error}");
+        assert!(
+            error.contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+            "{error}"
+        );
         let error = OtlpConfig::from(&env(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon"),
         ]))
         .unwrap_err();
         assert!(error.contains("OTEL_EXPORTER_OTLP_TIMEOUT"), "{error}");
-        let error = OtlpConfig::from(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://a")]))
-            .unwrap_err();
+        let error =
+            OtlpConfig::from(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://a")])).unwrap_err();
         assert!(error.contains("http or https"), "{error}");
     }
 
@@ -712,10 +754,16 @@ mod tests {
         assert_eq!(genai::REQUEST_MAX_TOKENS, c::GEN_AI_REQUEST_MAX_TOKENS);
         assert_eq!(genai::REQUEST_MODEL, c::GEN_AI_REQUEST_MODEL);
         assert_eq!(genai::REQUEST_TEMPERATURE, c::GEN_AI_REQUEST_TEMPERATURE);
-        assert_eq!(genai::RESPONSE_FINISH_REASONS, c::GEN_AI_RESPONSE_FINISH_REASONS);
+        assert_eq!(
+            genai::RESPONSE_FINISH_REASONS,
+            c::GEN_AI_RESPONSE_FINISH_REASONS
+        );
         assert_eq!(genai::RESPONSE_ID, c::GEN_AI_RESPONSE_ID);
         assert_eq!(genai::RESPONSE_MODEL, c::GEN_AI_RESPONSE_MODEL);
-        assert_eq!(genai::RESPONSE_TIME_TO_FIRST_CHUNK, c::GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK);
+        assert_eq!(
+            genai::RESPONSE_TIME_TO_FIRST_CHUNK,
+            c::GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+        );
         assert_eq!(genai::TOOL_CALL_ARGUMENTS, c::GEN_AI_TOOL_CALL_ARGUMENTS);
         assert_eq!(genai::TOOL_CALL_ID, c::GEN_AI_TOOL_CALL_ID);
         assert_eq!(genai::TOOL_CALL_RESULT, c::GEN_AI_TOOL_CALL_RESULT);
@@ -734,10 +782,16 @@ mod tests {
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "r"}]});
         let messages = input_messages(&request);
-        assert_eq!(messages[0], json!({"role": "user", "parts": [{"type": "text", "content": "hi"}]}));
+        assert_eq!(
+            messages[0],
+            json!({"role": "user", "parts": [{"type": "text", "content": "hi"}]})
+        );
         assert_eq!(messages[1]["parts"][0]["type"], "tool_call");
         assert_eq!(messages[1]["parts"][0]["name"], "f");
-        assert_eq!(messages[2]["parts"][0], json!({"type": "tool_call_response", "id": "c1", "response": "r"}));
+        assert_eq!(
+            messages[2]["parts"][0],
+            json!({"type": "tool_call_response", "id": "c1", "response": "r"})
+        );
         let out = output_messages(&json!({"content": "done", "tool_calls": []}), Some("stop"));
         assert_eq!(out[0]["finish_reason"], "stop");
         assert_eq!(out[0]["parts"][0]["content"], "done");

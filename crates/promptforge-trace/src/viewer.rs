@@ -39,7 +39,10 @@ mod tests {
     fn the_document_is_embedded_once_and_cannot_close_its_script() {
         let doc = json!({"run": {"prompt": "</script><script>alert(1)</script>"}});
         let page = html(&doc);
-        assert_eq!(page.matches("</script>").count(), PAGE.matches("</script>").count());
+        assert_eq!(
+            page.matches("</script>").count(),
+            PAGE.matches("</script>").count()
+        );
         assert!(!page.contains(SLOT));
         let start = page.find("type=\"application/json\">").unwrap() + 24;
         let end = start + page[start..].find("</script>").unwrap();

@@ -16,7 +16,10 @@ pub fn check_target(path: &Path) -> Result<(), String> {
     match std::fs::metadata(&dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(format!("{} is not a directory", dir.display())),
-        Err(error) => Err(format!("cannot use the directory {}: {error}", dir.display())),
+        Err(error) => Err(format!(
+            "cannot use the directory {}: {error}",
+            dir.display()
+        )),
     }
 }
 
@@ -66,7 +69,10 @@ pub fn write_outputs(
             Ok(mut bytes) => {
                 bytes.push(b'\n');
                 if let Err(error) = write_atomic(path, &bytes) {
-                    failures.push(format!("cannot write the trace to {}: {error}", path.display()));
+                    failures.push(format!(
+                        "cannot write the trace to {}: {error}",
+                        path.display()
+                    ));
                 }
             }
             Err(error) => failures.push(format!("cannot encode the trace: {error}")),
@@ -95,7 +101,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.json");
         check_target(&path).unwrap();
-        assert!(check_target(dir.path()).unwrap_err().contains("is a directory"));
+        assert!(
+            check_target(dir.path())
+                .unwrap_err()
+                .contains("is a directory")
+        );
         assert!(
             check_target(&dir.path().join("missing/t.json"))
                 .unwrap_err()

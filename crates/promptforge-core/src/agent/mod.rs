@@ -155,7 +155,11 @@ impl RunAgent {
                 Some(client) => Ok(client.clone()),
                 None => GatewayClient::from_env(),
             };
-            if let Some(key) = client.as_ref().ok().and_then(GatewayClient::key_for_redaction) {
+            if let Some(key) = client
+                .as_ref()
+                .ok()
+                .and_then(GatewayClient::key_for_redaction)
+            {
                 self.trace.add_secret(key);
             }
             client

@@ -273,7 +273,9 @@ async fn request<H: Host>(
             return Err(error);
         }
     };
-    span.end(End::Ok, |attrs| trace_reply(attrs, &response, first_byte, traceparent));
+    span.end(End::Ok, |attrs| {
+        trace_reply(attrs, &response, first_byte, traceparent)
+    });
     if let Some(debug) = &run.debug {
         debug.on_event(
             &run.execution,
@@ -491,32 +493,29 @@ async fn dispatch<H: Host, V: TurnVm>(
     line: usize,
 ) -> Result<String, RunError> {
     let entry = offered.iter().find(|o| o.wire_name() == call.name);
-    let span = host.trace().current().start(
-        SpanKind::ToolCall,
-        &call.name,
-        Some(line),
-        None,
-        |attrs| {
-            attrs.text("tool", &call.name);
-            attrs.text("call_id", &call.id);
-            match serde_json::from_str::<Json>(&call.arguments) {
-                Ok(arguments) => attrs.json("arguments", &arguments),
-                Err(_) => attrs.text("arguments", &call.arguments),
-            }
-            if let Some(entry) = entry {
-                attrs.text("alias", entry.alias());
-                match entry {
-                    Offered::Catalog { tool, .. } => {
-                        attrs.text("source", "catalog");
-                        attrs.text("tool_id", &tool.id().to_string());
-                    }
-                    Offered::Local { .. } => attrs.text("source", "local"),
+    let span =
+        host.trace()
+            .current()
+            .start(SpanKind::ToolCall, &call.name, Some(line), None, |attrs| {
+                attrs.text("tool", &call.name);
+                attrs.text("call_id", &call.id);
+                match serde_json::from_str::<Json>(&call.arguments) {
+                    Ok(arguments) => attrs.json("arguments", &arguments),
+                    Err(_) => attrs.text("arguments", &call.arguments),
                 }
-            } else {
-                attrs.text("source", "unknown");
-            }
-        },
-    );
+                if let Some(entry) = entry {
+                    attrs.text("alias", entry.alias());
+                    match entry {
+                        Offered::Catalog { tool, .. } => {
+                            attrs.text("source", "catalog");
+                            attrs.text("tool_id", &tool.id().to_string());
+                        }
+                        Offered::Local { .. } => attrs.text("source", "local"),
+                    }
+                } else {
+                    attrs.text("source", "unknown");
+                }
+            });
     let outcome = dispatch_inner(vm, host, offered, call, &span).await;
     match &outcome {
         Ok((text, Ok(trusted))) => span.end(End::Ok, |attrs| {

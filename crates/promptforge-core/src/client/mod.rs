@@ -293,7 +293,8 @@ impl GatewayClient {
             .map_err(|e| CompletionError::transport(&e, what, &url))?;
         let (bytes, first_byte) =
             read_body(response, limits, &Call::new(inner, what, &url), Some(sent)).await?;
-        let json = serde_json::from_slice(&bytes).map_err(|e| CompletionError::malformed(what, e))?;
+        let json =
+            serde_json::from_slice(&bytes).map_err(|e| CompletionError::malformed(what, e))?;
         Ok((json, first_byte))
     }
 }

@@ -154,8 +154,7 @@ impl HostCall {
             "model_infer" => {
                 let alias = text(a, "the model alias")?;
                 Ok(Self::Infer(
-                    InferCall::declared(&**unit, &alias, text(b, "infer's prompt")?)?
-                        .at_line(line),
+                    InferCall::declared(&**unit, &alias, text(b, "infer's prompt")?)?.at_line(line),
                 ))
             }
             other => Err(RunError::new(
@@ -297,7 +296,10 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
                 .scopes
                 .record_write(&path)
                 .map_err(RunError::from)
-                .and_then(|()| u.run.store_change(&path, |_| size, || s.write(&path, &contents)));
+                .and_then(|()| {
+                    u.run
+                        .store_change(&path, |_| size, || s.write(&path, &contents))
+                });
             trace_change(lua, &u, "write", &path, &changed, |a| {
                 a.text("content", &contents);
             });

@@ -189,11 +189,7 @@ pub(crate) async fn run(
     results
 }
 
-async fn run_arms(
-    unit: &Arc<Unit>,
-    plan: Plan,
-    trace: Scope,
-) -> Result<Vec<ArmResult>, RunError> {
+async fn run_arms(unit: &Arc<Unit>, plan: Plan, trace: Scope) -> Result<Vec<ArmResult>, RunError> {
     let registry = Arc::new(WriteRegistry::default());
     let cancel = unit.cancel.child_token();
     let permits = Arc::new(Semaphore::new(unit.run.limits.max_fanout_concurrency.get()));

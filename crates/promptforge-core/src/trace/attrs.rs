@@ -159,10 +159,7 @@ mod tests {
     fn secrets_are_redacted_before_cutting_everywhere_in_json() {
         let mut attrs = Attrs::new(rules(64, &["sk-secret"]));
         attrs.text("a", "key=sk-secret;");
-        attrs.json(
-            "b",
-            &json!({"sk-secret": ["x sk-secret y", 1, true, null]}),
-        );
+        attrs.json("b", &json!({"sk-secret": ["x sk-secret y", 1, true, null]}));
         let text = serde_json::to_string(&attrs.map).unwrap_or_default();
         assert!(!text.contains("sk-secret"), "{text}");
         assert_eq!(attrs.map["a"], "key=<redacted>;");

@@ -437,12 +437,8 @@ impl Tracer {
             });
         }
         let root = Scope::root(Arc::clone(&self.inner));
-        Some(root.start(
-            SpanKind::Run,
-            prompt.name(),
-            None,
-            None,
-            |attrs| {
+        Some(
+            root.start(SpanKind::Run, prompt.name(), None, None, |attrs| {
                 attrs.text("execution", execution);
                 attrs.text("prompt", prompt.name());
                 attrs.text("origin", prompt.origin());
@@ -454,8 +450,8 @@ impl Tracer {
                     }
                 }
                 attrs.json("store", &Json::Object(files));
-            },
-        ))
+            }),
+        )
     }
 
     /// Adds a text every recorded string is redacted of (the gateway key).
@@ -549,7 +545,9 @@ impl Recorder {
     }
 
     fn elapsed(state: &State) -> Duration {
-        state.epoch.map_or(Duration::ZERO, |(_, start)| start.elapsed())
+        state
+            .epoch
+            .map_or(Duration::ZERO, |(_, start)| start.elapsed())
     }
 
     /// Records a span start; returns its slot (or `None` past `max_spans`) and notifies
@@ -652,7 +650,12 @@ impl Recorder {
     }
 
     /// Records the run's outcome (called when the run span ends).
-    pub(crate) fn finish_run(&self, status: SpanStatus, result: Option<&str>, error: Option<(String, String)>) {
+    pub(crate) fn finish_run(
+        &self,
+        status: SpanStatus,
+        result: Option<&str>,
+        error: Option<(String, String)>,
+    ) {
         let result = result.map(|r| self.attrs_rules_text(r).0);
         let error = error.map(|(kind, message)| (kind, self.attrs_rules_text(&message).0));
         let mut state = self.lock();
@@ -728,7 +731,9 @@ impl Recorder {
             .spans
             .first()
             .and_then(|s| s.end)
-            .map_or(Json::Null, |d| json!(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));
+            .map_or(Json::Null, |d| {
+                json!(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            });
         let mut run = Map::new();
         run.insert(
             "execution".into(),
