@@ -157,10 +157,10 @@ async fn unknown_and_removed_flags_are_refused_with_usage() {
             "{}",
             out.stderr
         );
-        assert!(
-            out.stderr
-                .contains("usage: promptforge-dev [--watch] [--capture-raw] <prompt.md> [input]")
-        );
+        assert!(out.stderr.contains(
+            "usage: promptforge-dev [--watch] [--capture-raw] [--trace FILE] \
+                 [--trace-html FILE] [--ui] <prompt.md> [input]"
+        ));
         assert_eq!(out.stdout, "");
     }
     let out = run(dir.path(), &[], Some("http://127.0.0.1:9"), Some(KEY)).await;
