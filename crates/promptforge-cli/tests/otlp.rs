@@ -54,6 +54,23 @@ fn collect(
     });
 }
 
+/// Spawns `command` (killed on drop) with its stdout and stderr read into one list.
+fn spawn_collected(
+    command: &mut tokio::process::Command,
+) -> (tokio::process::Child, Arc<Mutex<Vec<String>>>) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    collect(child.stdout.take().unwrap(), Arc::clone(&lines));
+    collect(child.stderr.take().unwrap(), Arc::clone(&lines));
+    (child, lines)
+}
+
 /// Waits (bounded) for a line of `lines` that `pick` accepts.
 async fn wait_line(
     lines: &Arc<Mutex<Vec<String>>>,
@@ -96,7 +113,8 @@ impl Phoenix {
         );
         let dir = tempfile::tempdir().unwrap();
         let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/phoenix_loopback.py");
-        let mut child = tokio::process::Command::new(python)
+        let mut command = tokio::process::Command::new(python);
+        command
             .arg(launcher)
             .env("PHOENIX_WORKING_DIR", dir.path())
             .env("PHOENIX_HOST", "127.0.0.1")
@@ -104,16 +122,8 @@ impl Phoenix {
             .env("PHOENIX_GRPC_PORT", "0")
             .env("PHOENIX_TELEMETRY_ENABLED", "false")
             .env("PHOENIX_ENABLE_AUTH", "false")
-            .env("PHOENIX_DISABLE_AGENT_ASSISTANT", "true")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        collect(child.stdout.take().unwrap(), Arc::clone(&lines));
-        collect(child.stderr.take().unwrap(), Arc::clone(&lines));
+            .env("PHOENIX_DISABLE_AGENT_ASSISTANT", "true");
+        let (child, lines) = spawn_collected(&mut command);
         let url = wait_line(&lines, "Phoenix listening line", |line| {
             let rest = line.split("Uvicorn running on ").nth(1)?;
             Some(rest.split_whitespace().next()?.to_owned())
@@ -193,22 +203,15 @@ impl Gateway {
             "include = [\"../gateway.toml\"]\n",
         )
         .unwrap();
-        let mut child = tokio::process::Command::new(binary)
+        let mut command = tokio::process::Command::new(binary);
+        command
             .arg("serve")
             .arg(dir.path().join("gateway.toml"))
             .args(["--profile", "otlp"])
             .env_remove("PROMPTFORGE_GATEWAY_CONFIG")
             .env("PF_OTLP_TEST_KEY", &key)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        collect(child.stdout.take().unwrap(), Arc::clone(&lines));
-        collect(child.stderr.take().unwrap(), Arc::clone(&lines));
+            .env("RUST_LOG", "warn");
+        let (child, lines) = spawn_collected(&mut command);
         let url = wait_line(&lines, "gateway listening line", |line| {
             line.strip_prefix("listening on ")
                 .map(|u| u.trim().to_owned())

@@ -99,6 +99,21 @@ async fn traced(
     replies: Vec<Reply>,
     tracer: impl FnOnce(promptforge_core::trace::TraceBuilder) -> promptforge_core::trace::TraceBuilder,
 ) -> Traced {
+    let (origin, source) = fixture(name);
+    let tracer = tracer(Tracer::builder().source(&origin, &source)).build();
+    let mut out = run_fixture(name, input, replies, Some(tracer.clone())).await;
+    out.document = tracer.document();
+    out
+}
+
+/// Runs a fixture against the scripted upstream with a fake `web_search`, traced when a
+/// tracer is given.
+async fn run_fixture(
+    name: &str,
+    input: &str,
+    replies: Vec<Reply>,
+    tracer: Option<Tracer>,
+) -> Traced {
     let upstream = Upstream::start(replies).await;
     let client = GatewayClient::new(&upstream.url, KEY).unwrap();
     let models = client.models(RequestLimits::default()).await.unwrap();
@@ -112,10 +127,10 @@ async fn traced(
     let picker = support::picker(&catalog);
     let (origin, source) = fixture(name);
     let prompt = Prompt::parse_named(&origin, &source, "t", &NullObserver).unwrap();
-    let tracer = tracer(Tracer::builder().source(&origin, &source)).build();
-    let config = RunConfig::new("trace-test")
-        .client(client)
-        .tracer(tracer.clone());
+    let mut config = RunConfig::new("trace-test").client(client);
+    if let Some(tracer) = tracer {
+        config = config.tracer(tracer);
+    }
     let result = run(
         &prompt,
         input,
@@ -125,7 +140,7 @@ async fn traced(
     )
     .await;
     Traced {
-        document: tracer.document(),
+        document: Json::Null,
         result,
         upstream,
         search,
@@ -311,29 +326,9 @@ run traced [ok]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untraced_run_sends_no_traceparent() {
-    let upstream = Upstream::start(tool_loop_replies()).await;
-    let client = GatewayClient::new(&upstream.url, KEY).unwrap();
-    let models = client.models(RequestLimits::default()).await.unwrap();
-    let search = FakeTool::new(
-        "web_search",
-        "Search the web for current news and information",
-        false,
-    );
-    let tools: Vec<Arc<dyn Tool>> = vec![search];
-    let catalog = ToolCatalog::new(&tools).unwrap();
-    let picker = support::picker(&catalog);
-    let (origin, source) = fixture("traced.md");
-    let prompt = Prompt::parse_named(&origin, &source, "t", &NullObserver).unwrap();
-    run(
-        &prompt,
-        "x",
-        ResolutionContext::new(&picker, &models, &catalog),
-        &StoreRef::memory(),
-        RunConfig::new("t").client(client),
-    )
-    .await
-    .unwrap();
-    assert_eq!(upstream.traceparents(), [None, None]);
+    let out = run_fixture("traced.md", "x", tool_loop_replies(), None).await;
+    out.result.unwrap();
+    assert_eq!(out.upstream.traceparents(), [None, None]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
