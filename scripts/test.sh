@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: the same command on a fresh machine, a developer's and CI.
 # Installs what the end-to-end tests need (a Python venv with the official client SDKs, the
-# Claude Code and MCP Inspector CLIs, playwright-core and Debian's Chromium for the trace
-# viewer, Arize Phoenix as an OTLP collector, a built llama-server and the SmolLM2 model, the
-# last three cached per machine), then runs every Rust test in the workspace.
+# Claude Code and MCP Inspector CLIs, playwright-core, and from the distribution Chromium (the
+# trace viewer's browser tests) and Neovim (the language server's editor test); Arize Phoenix
+# as an OTLP collector; a built llama-server and the SmolLM2 model, the last three cached per
+# machine), then runs every Rust test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,11 +27,16 @@ if command -v npm >/dev/null 2>&1 \
     @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0 playwright-core@1.64.1
 fi
 
-# The trace viewer's browser tests: Debian's Chromium (installed once per machine).
-if [ ! -x /usr/bin/chromium ]; then
+# Distribution packages the tests drive: Chromium (the trace viewer's browser tests) and
+# Neovim (the language server's editor test, 0.7.2 on Debian 12). One `apt-get update`, and
+# only when something is missing.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
+command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
   "${apt[@]}" -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive "${apt[@]}" -o DPkg::Lock::Timeout=600 install -y -qq chromium fonts-dejavu-core >/dev/null
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # The OTLP end-to-end test's collector: Arize Phoenix, pinned, in its own venv cached per
