@@ -151,10 +151,21 @@ impl HostCall {
         let started = std::time::Instant::now();
         let result = self.run_inner(lua, unit).await;
         unit.waited(started.elapsed());
-        result
+        result.map_err(|error| {
+            // A budget that ran out below this call (an execute chain or a fanout arm
+            // over its instructions, the run's section entries) ends the run: the calling
+            // unit dies of it too, so a `pcall` around the call cannot swallow it.
+            let error = if error.ends_run() {
+                unit.kill(error)
+            } else {
+                error
+            };
+            mlua::Error::external(error)
+        })
     }
 
-    async fn run_inner(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
+    async fn run_inner(self, lua: &Lua, unit: &Arc<Unit>) -> Result<Value, RunError> {
+        let lua_error = |e: mlua::Error| crate::sandbox::values::from_lua_error(&e);
         match self {
             Self::Jump(target) => {
                 unit.request_jump(target);
@@ -164,24 +175,26 @@ impl HostCall {
             }
             Self::Execute(target, mut state, depth) => {
                 let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
-                let end = walk(&ctx, target.section(), Entry::Addressed, &mut state)
-                    .await
-                    .map_err(mlua::Error::external)?;
+                let end = walk(&ctx, target.section(), Entry::Executed, &mut state).await?;
                 let reply = match end {
                     WalkEnd::Returned(value) => Some(value),
                     WalkEnd::Exhausted => state.reply,
                 };
-                reply.map_or(Ok(Value::Nil), |r| lua.create_string(r).map(Value::String))
+                reply.map_or(Ok(Value::Nil), |r| {
+                    lua.create_string(r).map(Value::String).map_err(lua_error)
+                })
             }
             Self::Fanout(plan) => {
-                let results = fanout::run(unit, plan)
-                    .await
-                    .map_err(mlua::Error::external)?;
-                fanout::results_table(lua, results).map(Value::Table)
+                let results = fanout::run(unit, plan).await?;
+                fanout::results_table(lua, results)
+                    .map(Value::Table)
+                    .map_err(lua_error)
             }
             Self::Infer(call) => {
-                let text = call.run(&**unit).await.map_err(mlua::Error::external)?;
-                lua.create_string(text).map(Value::String)
+                let text = call.run(&**unit).await?;
+                lua.create_string(text)
+                    .map(Value::String)
+                    .map_err(lua_error)
             }
         }
     }
@@ -208,7 +221,7 @@ fn prepare_execute(
     input: Value,
 ) -> Result<(Target, WalkState, u32), RunError> {
     let target = unit.resolve(address)?;
-    let depth = deeper(unit.depth)?;
+    let depth = deeper(unit, "execute", address)?;
     let args = match input {
         Value::Nil => Json::String(String::new()),
         other => to_json(lua, other, "execute's input")?,

@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::unit::{Unit, WriteRegistry};
+use super::unit::{Unit, Visible, WriteRegistry};
 use super::vm::var_snapshot;
 use super::{Entry, Target, UnitEnd, WalkEnd, WalkState, deeper, run_unit, walk};
 use crate::error::{RunError, RunErrorKind};
@@ -23,6 +23,9 @@ pub(crate) struct Plan {
     members: Vec<Json>,
     var: Map<String, Json>,
     depth: u32,
+    /// The set the worker was resolved from: the arms resolve against it (minus the
+    /// worker, plus the worker's children).
+    from: Arc<Visible>,
 }
 
 /// What one arm produced.
@@ -99,7 +102,8 @@ pub(crate) fn prepare(
         worker,
         members,
         var: var_snapshot(lua)?,
-        depth: deeper(unit.depth)?,
+        depth: deeper(unit, "fan out to", address)?,
+        from: Arc::clone(&unit.visible),
     })
 }
 
@@ -203,9 +207,10 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
                     args: unit.args.clone(),
                 };
                 let worker = plan.worker;
+                let from = Arc::clone(&plan.from);
                 arms.spawn(async move {
                     let _permit = permit;
-                    let result = run_arm(ctx, worker, item, index, state).await;
+                    let result = run_arm(ctx, worker, (item, index), from, state).await;
                     (position, result)
                 });
             }
@@ -223,12 +228,12 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
 async fn run_arm(
     ctx: super::WalkCtx,
     worker: SectionId,
-    item: Json,
-    index: usize,
+    (item, index): (Json, usize),
+    from: Arc<Visible>,
     mut state: WalkState,
 ) -> Result<ArmResult, RunError> {
     let started_with = state.reply.clone();
-    let unit = Unit::section(&ctx, worker, &state, Some((item.clone(), index)))?;
+    let unit = Unit::arm(&ctx, worker, &state, (item.clone(), index), from)?;
     let run = Arc::clone(&unit.run);
     run.observe(
         &unit.heading,
@@ -243,7 +248,7 @@ async fn run_arm(
             let start = match target {
                 Target::Sibling { section } | Target::Child { section } => section,
             };
-            match walk(&ctx, start, Entry::Addressed, &mut state).await? {
+            match walk(&ctx, start, Entry::Jumped, &mut state).await? {
                 WalkEnd::Returned(value) => value,
                 WalkEnd::Exhausted => state.reply.unwrap_or_default(),
             }
