@@ -189,15 +189,17 @@ impl RunConfig {
         self
     }
 
-    /// Receives the raw JSON of every model turn.
-    pub fn debug(mut self, debug: Arc<dyn DebugCapture>) -> Self {
-        self.debug = Some(debug);
+    /// Receives the raw JSON of every model turn: any [`DebugCapture`], an `Arc` of one
+    /// included (so one sink can serve several runs).
+    pub fn debug(mut self, debug: impl DebugCapture + 'static) -> Self {
+        self.debug = Some(Arc::new(debug));
         self
     }
 
-    /// Receives the run's observations.
-    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = observer;
+    /// Receives the run's observations: any [`Observer`], an `Arc` of one included (so the
+    /// observer given to [`Prompt::parse`](crate::Prompt::parse) can watch the run too).
+    pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
+        self.observer = Arc::new(observer);
         self
     }
 
