@@ -123,14 +123,16 @@ impl RunError {
     }
 
     /// Whether the error must end the run whatever the prompt wraps it in: a budget that
-    /// ran out (instructions, block time, section entries) or a cancellation. A unit that
-    /// sees one from a nested `execute`, `fanout` or local tool handler dies of it too, so
-    /// no `pcall` around the call can swallow it.
+    /// ran out (instructions, block time, a VM's memory, the run's instructions or section
+    /// entries) or a cancellation. A unit that sees one from a nested `execute`, `fanout`
+    /// or local tool handler dies of it too, so no `pcall` around the call can swallow it.
+    /// (Inside one VM a memory error stays an ordinary Lua error, as in Lua; that VM's own
+    /// instruction budget bounds a loop that retries it.)
     pub(crate) fn ends_run(&self) -> bool {
         self.ends_run
             || matches!(
                 self.kind,
-                RunErrorKind::InstructionBudget | RunErrorKind::Cancelled
+                RunErrorKind::InstructionBudget | RunErrorKind::Memory | RunErrorKind::Cancelled
             )
     }
 

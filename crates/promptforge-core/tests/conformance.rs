@@ -8,7 +8,7 @@ mod bounded;
 
 use bounded::expect;
 
-use std::num::NonZeroU64;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -168,6 +168,42 @@ fn pcall_around_a_nested_call_cannot_swallow_its_budget() {
             &["RunLimits::lua_instructions"],
         );
     }
+}
+
+#[test]
+fn a_nested_chain_out_of_memory_ends_the_run() {
+    // A sibling of the finding through another limit: each chain has a fresh VM, so a loop
+    // retrying a memory bomb was bounded only by the section entries.
+    let source = prompt(
+        "## Main\n\n```lua\nwhile true do pcall(execute, '## Bomb') end\n```\n\n## Bomb\n\n---\n\n```lua\nlocal t = {}\nwhile true do t[#t + 1] = string.rep('x', 100000) .. #t end\n```\n",
+    );
+    let limits = RunLimits::new().lua_memory_bytes(NonZeroUsize::new(8 << 20).unwrap());
+    expect(run_source(&source, "", limits), RunErrorKind::Memory, &[]);
+    // Inside one VM a memory error is an ordinary Lua error, as in Lua.
+    let local = prompt(
+        "## Main\n\n```lua\nlocal ok = pcall(function() local t = {} while true do t[#t + 1] = string.rep('x', 100000) .. #t end end)\nreturn tostring(ok)\n```\n",
+    );
+    let limits = RunLimits::new().lua_memory_bytes(NonZeroUsize::new(8 << 20).unwrap());
+    assert_eq!(run_source(&local, "", limits).unwrap(), "false");
+}
+
+#[test]
+fn the_run_has_an_instruction_budget_of_its_own() {
+    // Every chain stays under its block budget; together they do not.
+    let source = prompt(
+        "## Main\n\n```lua\nfor i = 1, 100000 do pcall(execute, '## Almost') end\nreturn 'finished'\n```\n\n## Almost\n\n---\n\n```lua\nfor i = 1, 20000 do end\n```\n",
+    );
+    let limits = RunLimits::new()
+        .lua_instructions(NonZeroU64::new(200_000).unwrap())
+        .max_run_instructions(NonZeroU64::new(2_000_000).unwrap());
+    expect(
+        run_source(&source, "", limits),
+        RunErrorKind::InstructionBudget,
+        &[
+            "the run ran past its budget of 2000000 instructions",
+            "(RunLimits::max_run_instructions)",
+        ],
+    );
 }
 
 #[test]

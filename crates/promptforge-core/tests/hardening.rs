@@ -411,6 +411,10 @@ fn limits_have_documented_defaults() {
         shown.contains("max_fanout_result_bytes: 67108864"),
         "{shown}"
     );
+    assert!(
+        shown.contains("max_run_instructions: 1000000000"),
+        "{shown}"
+    );
     let _ = NonZeroUsize::MIN;
 }
 

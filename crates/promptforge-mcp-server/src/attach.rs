@@ -49,8 +49,6 @@ struct Call {
     epoch: u64,
     /// The call's token, once the handler registered it.
     token: Option<CancellationToken>,
-    /// The grace period ran out before the handler registered a token.
-    abandoned: bool,
     /// rmcp's id of the call's HTTP request stream (from its event ids), for resumes.
     stream: Option<u64>,
 }
@@ -175,19 +173,17 @@ impl Attachments {
         if call.connected || call.epoch != epoch {
             return;
         }
-        match call.token.take() {
-            Some(token) => {
-                tracing::info!(
-                    session = %key.0,
-                    request = %key.1,
-                    "the client went away and did not resume within {:?}: cancelling its call",
-                    self.grace
-                );
-                token.cancel();
-                table.remove(key);
-            }
-            None => call.abandoned = true,
+        // A call that registered no token (not a `run_prompt`) is simply forgotten.
+        if let Some(token) = call.token.take() {
+            tracing::info!(
+                session = %key.0,
+                request = %key.1,
+                "the client went away and did not resume within {:?}: cancelling its call",
+                self.grace
+            );
+            token.cancel();
         }
+        table.remove(key);
     }
 
     /// Registers the cancellation token of the call `request` of `session`: it is
@@ -200,14 +196,8 @@ impl Attachments {
         token: CancellationToken,
     ) -> Attached {
         let key = (session, request);
-        let mut table = self.table();
-        if let Some(call) = table.calls.get_mut(&key) {
-            if call.abandoned {
-                token.cancel();
-                table.remove(&key);
-            } else {
-                call.token = Some(token);
-            }
+        if let Some(call) = self.table().calls.get_mut(&key) {
+            call.token = Some(token);
         }
         Attached {
             attachments: Arc::clone(self),
@@ -479,14 +469,13 @@ mod tests {
 
     // A runtime, for the grace timer (which never fires here: the tests expire by hand).
     #[tokio::test]
-    async fn a_call_registered_after_its_grace_ran_out_is_cancelled_at_once() {
+    async fn a_dropped_call_that_registered_nothing_is_forgotten() {
         let attachments = Attachments::new(Duration::from_secs(3600));
         let guard = attachments.opened(key(1)).unwrap();
         let epoch = drop_now(&attachments, guard);
+        assert_eq!(attachments.watched(), 1);
         attachments.expire(&key(1), epoch);
-        let token = CancellationToken::new();
-        let _attached = attachments.attach(key(1).0, key(1).1, token.clone());
-        assert!(token.is_cancelled());
+        assert_eq!(attachments.watched(), 0);
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub(crate) struct Run {
     sections_entered: AtomicU64,
     /// Section entries by what made them, indexed by [`Cause`].
     entries_by: [AtomicU64; 4],
+    /// Instructions charged across every unit (`RunLimits::max_run_instructions`).
+    pub(crate) instructions: AtomicU64,
     log_events: AtomicU32,
     /// The store's size as this run sees it (built at the first change).
     ledger: Mutex<Option<StoreLedger>>,
@@ -152,6 +154,7 @@ impl Run {
             next_id: AtomicU64::new(1),
             sections_entered: AtomicU64::new(0),
             entries_by: Default::default(),
+            instructions: AtomicU64::new(0),
             log_events: AtomicU32::new(0),
             ledger: Mutex::new(None),
             fanout_bytes: AtomicU64::new(0),

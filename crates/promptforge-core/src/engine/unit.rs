@@ -316,6 +316,23 @@ impl Unit {
                 ),
             )));
         }
+        let run_max = self.run.limits.max_run_instructions.get();
+        let run_used = self
+            .run
+            .instructions
+            .fetch_add(steps, Ordering::Relaxed)
+            .saturating_add(steps);
+        if run_used > run_max {
+            return Err(self.kill(RunError::new(
+                RunErrorKind::InstructionBudget,
+                format!(
+                    "the run ran past its budget of {run_max} instructions across all its Lua \
+                     blocks (RunLimits::max_run_instructions) in {}: the sum of many blocks (a \
+                     loop over execute or fanout?)",
+                    self.running_what()
+                ),
+            )));
+        }
         if used > budget {
             return Err(self.kill(RunError::new(
                 RunErrorKind::InstructionBudget,
