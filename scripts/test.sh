@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: the same command on a fresh machine, a developer's and CI.
 # Installs what the end-to-end tests need (a Python venv with the official client SDKs, the
-# Claude Code and MCP Inspector CLIs, a built llama-server and the SmolLM2 model, the last two
-# cached per machine), then runs every Rust test in the workspace.
+# Claude Code and MCP Inspector CLIs, Neovim for the language server's editor test, a built
+# llama-server and the SmolLM2 model, the last two cached per machine), then runs every Rust
+# test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,16 @@ if command -v npm >/dev/null 2>&1 \
   mkdir -p .tools/npm
   npm install --prefix .tools/npm --no-audit --no-fund --loglevel=error \
     @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0
+fi
+
+# promptforge-lsp's editor test drives a real Neovim: Debian's package (0.7.2 on Debian 12),
+# installed only when absent.
+if ! command -v nvim >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq neovim
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq neovim
+  fi
 fi
 
 # Gateway local inference tests: a real llama-server and the SmolLM2 GGUF in the

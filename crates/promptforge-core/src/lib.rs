@@ -30,6 +30,7 @@ pub mod error;
 mod limits;
 pub mod observe;
 pub mod parse;
+pub mod preview;
 mod prompt;
 mod resolve;
 mod sandbox;

@@ -16,6 +16,7 @@
 mod bindings;
 mod lua_models;
 mod lua_tools;
+pub(crate) mod preview;
 mod turns;
 
 use std::future::Future;
@@ -164,7 +165,7 @@ impl RunAgent {
 }
 
 /// The picker of a lazy handle, building it on first use; `None` without a handle.
-fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError> {
+pub(crate) fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError> {
     lazy.map(|l| {
         l.get().map_err(|e| {
             bindings::binding_error(format!(

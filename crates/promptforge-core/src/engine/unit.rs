@@ -389,7 +389,7 @@ impl Unit {
     pub(crate) fn resolve(&self, address: &str) -> Result<Target, RunError> {
         let data = &self.run.prompt.data;
         let shown = crate::error::quote_text(address, 160, false);
-        let Some((level, name)) = parse_address(address) else {
+        let Some((level, name)) = crate::parse::parse_address(address) else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 format!(
@@ -541,35 +541,5 @@ pub(crate) fn level_of(data: &PromptData, section: SectionId) -> &[SectionId] {
     match data.sections[section].parent {
         Some(parent) => &data.sections[parent].children,
         None => &data.roots,
-    }
-}
-
-/// Splits `## Name` into `(2, "Name")`.
-fn parse_address(address: &str) -> Option<(u8, &str)> {
-    let address = address.trim();
-    let hashes = address.bytes().take_while(|&b| b == b'#').count();
-    if !(1..=6).contains(&hashes) {
-        return None;
-    }
-    let rest = &address[hashes..];
-    if !rest.starts_with([' ', '\t']) {
-        return None;
-    }
-    let name = rest.trim();
-    (!name.is_empty()).then_some((u8::try_from(hashes).ok()?, name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_address;
-
-    #[test]
-    fn addresses_carry_level_and_name() {
-        assert_eq!(parse_address("## Research"), Some((2, "Research")));
-        assert_eq!(parse_address("  ### Child  "), Some((3, "Child")));
-        assert_eq!(parse_address("Research"), None);
-        assert_eq!(parse_address("##Research"), None);
-        assert_eq!(parse_address("####### Deep"), None);
-        assert_eq!(parse_address("## "), None);
     }
 }

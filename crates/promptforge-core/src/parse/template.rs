@@ -134,7 +134,7 @@ fn reject_equals_form(text: &str, offset: usize, line: usize) -> Result<(), Pars
     Ok(())
 }
 
-fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
+pub(crate) fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
     if inner.is_empty() {
         return Err("the path is empty");
     }
