@@ -36,6 +36,7 @@ mod resolve;
 mod sandbox;
 pub mod store;
 pub mod tools;
+pub mod trace;
 
 pub use cancel::CancelHandle;
 pub use client::{

@@ -169,6 +169,7 @@ pub struct RunConfig {
     pub(crate) limits: RunLimits,
     pub(crate) client: Option<GatewayClient>,
     pub(crate) debug: Option<Arc<dyn DebugCapture>>,
+    pub(crate) tracer: Option<crate::trace::Tracer>,
 }
 
 impl fmt::Debug for RunConfig {
@@ -190,6 +191,7 @@ impl RunConfig {
             limits: RunLimits::default(),
             client: None,
             debug: None,
+            tracer: None,
         }
     }
 
@@ -204,6 +206,13 @@ impl RunConfig {
     /// included (so one sink can serve several runs).
     pub fn debug(mut self, debug: impl DebugCapture + 'static) -> Self {
         self.debug = Some(Arc::new(debug));
+        self
+    }
+
+    /// Records the run's trace (see [`crate::trace`]); without one, nothing is recorded and
+    /// no `traceparent` is sent.
+    pub fn tracer(mut self, tracer: crate::trace::Tracer) -> Self {
+        self.tracer = Some(tracer);
         self
     }
 

@@ -13,6 +13,7 @@ use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
 use crate::prompt::{PromptData, SectionId, heading};
 use crate::store::StoreError;
+use crate::trace::{SpanGuard, SpanKind, UnitTrace};
 
 /// What a unit's VM is doing, for the calls that depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +98,8 @@ pub(crate) struct Unit {
     jump: Mutex<Option<Target>>,
     /// The agent layer's section-local state (its type; only `crate::agent` reads it).
     scope: Mutex<SectionScope>,
+    /// The unit's trace span (off when the run is not traced).
+    pub(crate) trace: UnitTrace,
 }
 
 impl Unit {
@@ -164,6 +167,7 @@ impl Unit {
         arm: Option<(Json, usize)>,
         visible: Arc<Visible>,
     ) -> Self {
+        let trace = UnitTrace::new(unit_span(ctx, section, &heading, id, entered, &arm));
         Self {
             run: Arc::clone(&ctx.run),
             section,
@@ -185,6 +189,7 @@ impl Unit {
             noted: Mutex::new(None),
             jump: Mutex::new(None),
             scope: Mutex::new(SectionScope::default()),
+            trace,
         }
     }
 
@@ -202,12 +207,14 @@ impl Unit {
         depth: u32,
         scopes: Scopes,
         cancel: CancellationToken,
+        trace: crate::trace::Scope,
     ) -> WalkCtx {
         WalkCtx {
             run: Arc::clone(&self.run),
             depth,
             scopes,
             cancel,
+            trace,
         }
     }
 
@@ -534,6 +541,44 @@ impl Host for Unit {
     fn observe(&self, event: Observation<'_>) {
         self.run.observe(&self.heading, event);
     }
+
+    fn trace(&self) -> &UnitTrace {
+        &self.trace
+    }
+}
+
+/// Starts a unit's span under the walk's: the preamble, a section entry or a fanout arm.
+fn unit_span(
+    ctx: &WalkCtx,
+    section: Option<SectionId>,
+    heading: &str,
+    id: u64,
+    entered: u64,
+    arm: &Option<(Json, usize)>,
+) -> SpanGuard {
+    if !ctx.trace.is_on() {
+        return SpanGuard::off();
+    }
+    let data = &ctx.run.prompt.data;
+    let (kind, line) = match (section, arm) {
+        (None, _) => (
+            SpanKind::Preamble,
+            data.h1_blocks.first().map(|block| match block {
+                crate::prompt::Block::Lua(chunk) => chunk.line,
+                crate::prompt::Block::Prose(prose) => prose.line,
+            }),
+        ),
+        (Some(section), None) => (SpanKind::Section, Some(data.sections[section].line)),
+        (Some(section), Some(_)) => (SpanKind::Arm, Some(data.sections[section].line)),
+    };
+    ctx.trace.start(kind, heading, line, Some(id), |attrs| {
+        attrs.number("depth", u64::from(ctx.depth));
+        attrs.number("entered", entered);
+        if let Some((item, index)) = arm {
+            attrs.number("index", *index as u64);
+            attrs.json("item", item);
+        }
+    })
 }
 
 /// The sibling list a section belongs to (its parent's children, or the roots).
