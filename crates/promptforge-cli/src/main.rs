@@ -101,9 +101,9 @@ impl Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // A closed stdout would lose the result: refuse before running anything.
-    if stdout_was_closed() {
-        report("stdout is closed, so the result would be lost; run with stdout open");
+    // A stdout that cannot take the output would lose it: refuse before running anything.
+    if let Some(problem) = stdout_problem() {
+        report(problem);
         return ExitCode::from(2);
     }
     let cancel = CancelHandle::new();
@@ -128,13 +128,12 @@ fn main() -> ExitCode {
     };
     let code = match outcome {
         Ok(result) => {
-            let mut stdout = std::io::stdout().lock();
-            let newline = if stdout.is_terminal() && !result.ends_with('\n') {
+            let newline = if std::io::stdout().is_terminal() && !result.ends_with('\n') {
                 "\n"
             } else {
                 ""
             };
-            match write!(stdout, "{result}{newline}").and_then(|()| stdout.flush()) {
+            match write_stdout(&format!("{result}{newline}")) {
                 Ok(()) => 0,
                 Err(error) => {
                     report(&format!("cannot write the result to stdout: {error}"));
@@ -197,12 +196,8 @@ impl TraceOutputs {
 /// `promptforge check`: the report goes to stdout; exit 1 when anything failed.
 fn check_command(paths: &[PathBuf], format: check::Format) -> ExitCode {
     let found = check::check(paths);
-    let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout
-        .write_all(found.render(format).as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        report(&format!("cannot write the report: {error}"));
+    if let Err(error) = write_stdout(&found.render(format)) {
+        report(&format!("cannot write the report to stdout: {error}"));
         return ExitCode::from(1);
     }
     if found.failed() {
@@ -212,27 +207,39 @@ fn check_command(paths: &[PathBuf], format: check::Format) -> ExitCode {
     }
 }
 
-/// Whether the process started with stdout closed. Rust's runtime reopens a closed standard
-/// descriptor on `/dev/null` read-write before `main` (where a shell's `>/dev/null` is
-/// write-only), so that is what a closed stdout looks like here; a descriptor that cannot
-/// even be duplicated is closed too.
-fn stdout_was_closed() -> bool {
+/// Writes `text` to stdout through a descriptor of its own. Rust's `Stdout` reports a
+/// write to a bad descriptor (`EBADF`: stdout open for reading only, for instance) as a
+/// success, which would lose the result with exit status 0; a `File` over a duplicate of
+/// descriptor 1 reports every failure.
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Why stdout cannot take the result, if it cannot: closed, or open for reading only.
+/// Rust's runtime reopens a closed standard descriptor on `/dev/null` read-write before
+/// `main` (where a shell's `>/dev/null` is write-only), so that is what a closed stdout
+/// looks like here; a descriptor that cannot even be duplicated is closed too. Where
+/// `/proc` is unavailable the write itself reports the failure.
+fn stdout_problem() -> Option<&'static str> {
+    const CLOSED: &str = "stdout is closed, so the result would be lost; run with stdout open";
+    const READ_ONLY: &str = "stdout is open for reading only, so the result would be lost; \
+         redirect it to a file or pipe opened for writing";
     if std::io::stdout().as_fd().try_clone_to_owned().is_err() {
-        return true;
+        return Some(CLOSED);
     }
-    let Ok(target) = std::fs::read_link("/proc/self/fd/1") else {
-        return false;
-    };
-    if target != std::path::Path::new("/dev/null") {
-        return false;
-    }
-    let Ok(info) = std::fs::read_to_string("/proc/self/fdinfo/1") else {
-        return false;
-    };
-    info.lines()
+    let info = std::fs::read_to_string("/proc/self/fdinfo/1").ok()?;
+    let access = info
+        .lines()
         .find_map(|line| line.strip_prefix("flags:"))
-        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
-        .is_some_and(|flags| flags & 0o3 == 0o2)
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())?
+        & 0o3;
+    if access == 0o0 {
+        return Some(READ_ONLY);
+    }
+    let target = std::fs::read_link("/proc/self/fd/1").ok()?;
+    (target == std::path::Path::new("/dev/null") && access == 0o2).then_some(CLOSED)
 }
 
 fn report(message: &str) {

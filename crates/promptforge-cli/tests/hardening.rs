@@ -206,6 +206,67 @@ fn a_result_that_cannot_be_written_is_an_error() {
     assert!(err.contains("cannot write the result"), "{err}");
 }
 
+/// Runs `promptforge <args>` under `sh` with `redirect` applied to its descriptors.
+fn run_redirected(args: &str, redirect: &str) -> (ExitStatus, String, String) {
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        &format!("exec \"$0\" {args} {redirect}"),
+        env!("CARGO_BIN_EXE_promptforge"),
+    ]);
+    command
+        .current_dir(repo())
+        .env_remove("PROMPTFORGE_GATEWAY_URL")
+        .env_remove("PROMPTFORGE_GATEWAY_API_KEY");
+    run_bounded(command)
+}
+
+#[test]
+fn a_stdout_open_for_reading_only_loses_nothing() {
+    // Issue 26: stdout opened read-only (`1<file`) used to end with 0 and no result: Rust's
+    // `Stdout` takes the write's EBADF for a success.
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "readonly.txt", "");
+    for args in [
+        "run prompts/echo.md hi",
+        "run prompts/echo.md ''",
+        "check prompts/echo.md",
+    ] {
+        let (status, _, err) = run_redirected(args, &format!("1<'{file}'"));
+        assert_eq!(status.code(), Some(2), "{args}: {err}");
+        assert!(
+            err.contains("stdout is open for reading only"),
+            "{args}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+    // The read end of a pipe as stdout: the same mistake through another descriptor.
+    let (reader, _writer) = std::io::pipe().unwrap();
+    let mut child = promptforge()
+        .args(["run", "prompts/echo.md", "hi"])
+        .stdout(reader)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = wait_bounded(&mut child);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("stdout is open for reading only"), "{err}");
+}
+
+#[test]
+fn a_report_that_cannot_be_written_is_an_error() {
+    let (status, _, err) = run_redirected("check prompts/echo.md", "> /dev/full");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write the report"), "{err}");
+}
+
 #[test]
 fn frontmatter_mistakes_are_not_called_a_missing_version() {
     let dir = tempfile::tempdir().unwrap();

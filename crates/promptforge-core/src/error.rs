@@ -98,6 +98,9 @@ pub struct RunError {
     message: String,
     section: Option<String>,
     retryable: bool,
+    /// Set on a run-wide budget's error: no `pcall` may swallow it (see
+    /// [`RunError::ends_run`]).
+    ends_run: bool,
     source: Option<Cause>,
 }
 
@@ -108,8 +111,29 @@ impl RunError {
             message: message.into(),
             section: None,
             retryable: false,
+            ends_run: false,
             source: None,
         }
+    }
+
+    /// Marks the error as one that ends the run: a run-wide budget ran out.
+    pub(crate) fn ending_the_run(mut self) -> Self {
+        self.ends_run = true;
+        self
+    }
+
+    /// Whether the error must end the run whatever the prompt wraps it in: a budget that
+    /// ran out (instructions, block time, a VM's memory, the run's instructions or section
+    /// entries) or a cancellation. A unit that sees one from a nested `execute`, `fanout`
+    /// or local tool handler dies of it too, so no `pcall` around the call can swallow it.
+    /// (Inside one VM a memory error stays an ordinary Lua error, as in Lua; that VM's own
+    /// instruction budget bounds a loop that retries it.)
+    pub(crate) fn ends_run(&self) -> bool {
+        self.ends_run
+            || matches!(
+                self.kind,
+                RunErrorKind::InstructionBudget | RunErrorKind::Memory | RunErrorKind::Cancelled
+            )
     }
 
     /// Keeps `source` as the typed cause of this error (its text stays this error's).

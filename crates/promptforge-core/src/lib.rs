@@ -40,17 +40,26 @@ pub mod trace;
 
 pub use cancel::CancelHandle;
 pub use client::{
-    CompletionError, CompletionErrorKind, GatewayClient, ModelCatalog, ModelDescriptor,
+    CompletionError, CompletionErrorKind, GatewayClient, ModelCatalog, ModelDescriptor, Thinking,
 };
 pub use engine::run;
 pub use error::{RunError, RunErrorKind};
 pub use limits::{RunConfig, RunLimits};
-pub use observe::{NullObserver, Observation, Observer};
+pub use observe::{DebugCapture, DebugEvent, NullObserver, Observation, Observer};
 pub use parse::{FileDeclaration, Frontmatter, ParseError, ParseErrorKind, promptforge_version};
 pub use prompt::{Prompt, Section};
 pub use resolve::ResolutionContext;
 pub use store::{Store, StoreError, StoreRef};
 pub use tools::{Tool, ToolCatalog, ToolError, ToolErrorKind, ToolId, ToolOutput};
+
+/// The attribute a [`Tool`] implementation needs (`#[async_trait]`), re-exported so a
+/// program linking core writes the guide's example without a dependency of its own.
+pub use async_trait::async_trait;
+/// The tool picker ([`ToolPicker`], [`LazyPicker`], its `Config`, `Catalog`, …),
+/// re-exported so a caller building a [`ResolutionContext`] needs no dependency of its own;
+/// [`ToolCatalog::picker`] and [`ToolCatalog::lazy_picker`] build one over a tool catalog.
+pub use promptforge_tool_picker as tool_picker;
+pub use promptforge_tool_picker::{LazyPicker, ToolPicker};
 
 /// The README's examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

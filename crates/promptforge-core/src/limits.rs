@@ -18,6 +18,7 @@ pub struct RunLimits {
     pub(crate) lua_memory_bytes: NonZeroUsize,
     pub(crate) lua_log_events: NonZeroU32,
     pub(crate) lua_instructions: NonZeroU64,
+    pub(crate) max_run_instructions: NonZeroU64,
     pub(crate) max_section_entries: NonZeroU64,
     pub(crate) request_timeout: Duration,
     pub(crate) max_store_bytes: NonZeroU64,
@@ -58,6 +59,7 @@ impl Default for RunLimits {
             lua_memory_bytes: nzu(64 * 1024 * 1024),
             lua_log_events: nz32(1024),
             lua_instructions: nz64(10_000_000),
+            max_run_instructions: nz64(1_000_000_000),
             max_section_entries: nz64(100_000),
             request_timeout: Duration::from_secs(120),
             max_store_bytes: nz64(256 * 1024 * 1024),
@@ -70,9 +72,9 @@ impl Default for RunLimits {
 impl RunLimits {
     /// The defaults: tool iterations from the prompt's frontmatter (24 unless set), 8
     /// parallel fanout arms, 16 MiB responses, 64 MiB per Lua VM, 1024 log events, about 10
-    /// million instructions per Lua block, 100,000 section entries, 120 s per model request,
-    /// 256 MiB held in the store, 64 MiB of fanout results held at once, 60 s of running
-    /// time per Lua block.
+    /// million instructions per Lua block, a billion per run, 100,000 section entries,
+    /// 120 s per model request, 256 MiB held in the store, 64 MiB of fanout results held at
+    /// once, 60 s of running time per Lua block.
     pub fn new() -> Self {
         Self::default()
     }
@@ -110,6 +112,15 @@ impl RunLimits {
     /// The instruction budget of one Lua block (or local tool handler call).
     pub fn lua_instructions(mut self, value: NonZeroU64) -> Self {
         self.lua_instructions = value;
+        self
+    }
+
+    /// The instruction budget of the whole run: every Lua block, handler and library
+    /// call of every section entry and fanout arm together. The per-block budget bounds
+    /// one block; this bounds a prompt that runs many blocks that each stay under theirs
+    /// (a loop over `execute`, say), so no prompt runs without end.
+    pub fn max_run_instructions(mut self, value: NonZeroU64) -> Self {
+        self.max_run_instructions = value;
         self
     }
 
@@ -191,9 +202,10 @@ impl RunConfig {
         self
     }
 
-    /// Receives the raw JSON of every model turn.
-    pub fn debug(mut self, debug: Arc<dyn DebugCapture>) -> Self {
-        self.debug = Some(debug);
+    /// Receives the raw JSON of every model turn: any [`DebugCapture`], an `Arc` of one
+    /// included (so one sink can serve several runs).
+    pub fn debug(mut self, debug: impl DebugCapture + 'static) -> Self {
+        self.debug = Some(Arc::new(debug));
         self
     }
 
@@ -204,9 +216,10 @@ impl RunConfig {
         self
     }
 
-    /// Receives the run's observations.
-    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = observer;
+    /// Receives the run's observations: any [`Observer`], an `Arc` of one included (so the
+    /// observer given to [`Prompt::parse`](crate::Prompt::parse) can watch the run too).
+    pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
+        self.observer = Arc::new(observer);
         self
     }
 

@@ -119,6 +119,22 @@ pub trait Observer: Send + Sync {
     fn observe(&self, execution: &str, section: &str, event: Observation<'_>);
 }
 
+/// A shared observer is an observer: one `Arc<dyn Observer>` (or `Arc<MyObserver>`) goes
+/// both to [`Prompt::parse`](crate::Prompt::parse) (as `&observer`) and to
+/// [`RunConfig::observer`](crate::RunConfig::observer).
+impl<T: Observer + ?Sized> Observer for std::sync::Arc<T> {
+    fn observe(&self, execution: &str, section: &str, event: Observation<'_>) {
+        (**self).observe(execution, section, event);
+    }
+}
+
+/// A shared debug sink is a debug sink, as for [`Observer`].
+impl<T: DebugCapture + ?Sized> DebugCapture for std::sync::Arc<T> {
+    fn on_event(&self, execution: &str, section: &str, turn_index: u32, event: DebugEvent<'_>) {
+        (**self).on_event(execution, section, turn_index, event);
+    }
+}
+
 /// An observer that discards everything.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NullObserver;

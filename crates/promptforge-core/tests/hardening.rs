@@ -7,6 +7,8 @@
 
 mod bounded;
 
+use bounded::expect;
+
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
@@ -57,22 +59,6 @@ fn run_prompt(
 
 fn small_budget() -> RunLimits {
     RunLimits::new().lua_instructions(NonZeroU64::new(200_000).unwrap())
-}
-
-#[track_caller]
-fn expect(result: Result<String, RunError>, kind: RunErrorKind, fragments: &[&str]) -> RunError {
-    let error = match result {
-        Ok(value) => panic!("expected a {kind} error, got Ok({value:?})"),
-        Err(error) => error,
-    };
-    assert_eq!(error.kind(), kind, "{error}");
-    for fragment in fragments {
-        assert!(
-            error.to_string().contains(fragment),
-            "`{error}` lacks `{fragment}`"
-        );
-    }
-    error
 }
 
 // ---- Finding 1: budget and cancellation cannot be caught ----
@@ -423,6 +409,10 @@ fn limits_have_documented_defaults() {
     assert!(shown.contains("max_store_bytes: 268435456"), "{shown}");
     assert!(
         shown.contains("max_fanout_result_bytes: 67108864"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("max_run_instructions: 1000000000"),
         "{shown}"
     );
     let _ = NonZeroUsize::MIN;

@@ -129,6 +129,110 @@ fn optional_frontmatter_fields_are_read() {
     assert_eq!(defaults.frontmatter().max_tool_iterations().get(), 24);
 }
 
+/// Issue 26 item 4: every frontmatter error carries the line and column of the value it is
+/// about (`parse::check` gives the column an editor needs; the span covers the value).
+#[test]
+fn frontmatter_errors_point_at_the_value() {
+    /// What the case is, the line it writes, the error, its (line, column), the value.
+    type Case<'a> = (&'a str, &'a str, ParseErrorKind, (usize, usize), &'a str);
+    let cases: &[Case<'_>] = &[
+        (
+            "version",
+            "promptforge:   7",
+            ParseErrorKind::UnsupportedVersion,
+            (4, 16),
+            "7",
+        ),
+        (
+            "version text",
+            "promptforge: abc",
+            ParseErrorKind::InvalidField,
+            (4, 14),
+            "abc",
+        ),
+        (
+            "iterations",
+            "max_tool_iterations:  0",
+            ParseErrorKind::InvalidField,
+            (5, 23),
+            "0",
+        ),
+        (
+            "iterations high",
+            "max_tool_iterations: 5000",
+            ParseErrorKind::InvalidField,
+            (5, 22),
+            "5000",
+        ),
+        (
+            "iterations type",
+            "max_tool_iterations: many",
+            ParseErrorKind::InvalidFrontmatter,
+            (5, 22),
+            "many",
+        ),
+        (
+            "name",
+            "name: \"\"",
+            ParseErrorKind::InvalidField,
+            (2, 7),
+            "\"\"",
+        ),
+        (
+            "description",
+            "description: \"  \"",
+            ParseErrorKind::InvalidField,
+            (3, 14),
+            "\"  \"",
+        ),
+        (
+            "input path",
+            "input:\n  path: ../up.md",
+            ParseErrorKind::InvalidField,
+            (6, 9),
+            "../up.md",
+        ),
+        (
+            "output path",
+            "output:\n  description: d\n  path: a\\\\b",
+            ParseErrorKind::InvalidField,
+            (7, 9),
+            "a\\\\b",
+        ),
+        (
+            "unknown key",
+            "tools: [search]",
+            ParseErrorKind::UnknownField,
+            (5, 1),
+            "tools",
+        ),
+    ];
+    for (what, line, kind, (row, column), value) in cases {
+        // Each case replaces the field it is about (or adds one at line 5).
+        let header = match *what {
+            "name" => "name: \"\"\ndescription: d\npromptforge: 1".to_owned(),
+            "description" => format!("name: x\n{line}\npromptforge: 1"),
+            w if w.starts_with("version") => format!("name: x\ndescription: d\n{line}"),
+            _ => format!("name: x\ndescription: d\npromptforge: 1\n{line}"),
+        };
+        let source = format!("---\n{header}\n---\n\n# T\n");
+        let error = Prompt::parse_named("f.md", &source, "t", &NullObserver).expect_err(what);
+        assert_eq!(error.kind(), *kind, "{what}: {error}");
+        assert_eq!(error.line(), Some(*row), "{what}: {error}");
+        let span = error
+            .span()
+            .unwrap_or_else(|| panic!("{what}: no span: {error}"));
+        assert_eq!(&source[span], *value, "{what}: the span is not the value");
+        let found = promptforge_core::parse::check("f.md", &source);
+        assert_eq!(found[0].error(), &error, "{what}");
+        assert_eq!(
+            (found[0].line(), found[0].column()),
+            (Some(*row), Some(*column)),
+            "{what}: {error}"
+        );
+    }
+}
+
 #[test]
 fn frontmatter_problems_are_named() {
     reject(
@@ -155,28 +259,30 @@ fn frontmatter_problems_are_named() {
         Some(1),
         "`description`",
     );
+    // Issue 26 item 4: the `promptforge:` line, not the first YAML line; the out-of-range
+    // value's own line, not none.
     reject(
         "invalid/unsupported_version.md",
         ParseErrorKind::UnsupportedVersion,
-        Some(2),
+        Some(4),
         "supports only major version 1",
     );
     reject(
         "invalid/iterations_too_high.md",
         ParseErrorKind::InvalidField,
-        None,
+        Some(5),
         "between 1 and 1000",
     );
     reject(
         "invalid/iterations_zero.md",
         ParseErrorKind::InvalidField,
-        None,
+        Some(5),
         "max_tool_iterations",
     );
     reject(
         "invalid/input_bad_path.md",
         ParseErrorKind::InvalidField,
-        None,
+        Some(6),
         "input.path",
     );
     reject(

@@ -208,10 +208,16 @@ impl Session {
         let files = self.dump(&target, &store).await;
 
         let outcome = match &result {
-            Ok(value) => {
-                self.print_result(value);
-                Outcome::Succeeded
-            }
+            Ok(value) => match self.print_result(value) {
+                Ok(()) => Outcome::Succeeded,
+                Err(error) => {
+                    // A result nobody received is a failed run, never a silent success.
+                    console.line(&format!(
+                        "dev run failed: cannot write the result to stdout: {error}"
+                    ));
+                    Outcome::Failed
+                }
+            },
             Err(error) => {
                 console.line(&format!("dev run failed: {}", located(error, &shown)));
                 if error.is_cancelled() {
@@ -225,17 +231,18 @@ impl Session {
         outcome
     }
 
-    fn print_result(&self, value: &str) {
-        let mut stdout = std::io::stdout().lock();
+    /// Prints the result through a descriptor of its own: Rust's `Stdout` reports a
+    /// write to a bad descriptor (stdout open for reading only) as a success.
+    fn print_result(&self, value: &str) -> std::io::Result<()> {
+        use std::os::fd::AsFd;
         let newline = if self.terminal_newline && !value.ends_with('\n') {
             "\n"
         } else {
             ""
         };
-        if let Err(error) = write!(stdout, "{value}{newline}").and_then(|()| stdout.flush()) {
-            self.console
-                .line(&format!("dev run failed: cannot write the result: {error}"));
-        }
+        let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+        out.write_all(format!("{value}{newline}").as_bytes())?;
+        out.flush()
     }
 
     /// The run's tracer, when a trace file, the viewer or an OTLP collector wants one (an

@@ -335,6 +335,41 @@ async fn a_run_prints_its_id_first_records_on_stderr_and_the_result_alone_on_std
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_cannot_be_written_is_a_failed_run() {
+    // Issue 26: a read-only stdout took the result with exit 0 (Rust's `Stdout` calls the
+    // write's EBADF a success); a full disk is the same loss through another descriptor.
+    let upstream = gateway(vec![]).await;
+    let dir = Dir::new();
+    dir.write("p.md", &echo_prompt("ok"));
+    let readonly = dir.write("readonly.txt", "");
+    for target in [
+        std::fs::File::open(&readonly).unwrap(),
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    ] {
+        // `output()` would replace stdout with a pipe: spawn with it as configured.
+        let child = command(dir.path(), &["p.md", "in"], Some(&upstream.url), Some(KEY))
+            .stdout(target)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = tokio::time::timeout(WAIT, child.wait_with_output())
+            .await
+            .expect("the run finishes")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("dev run failed: cannot write the result to stdout"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&readonly).unwrap(), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_run_counts_turns_and_tool_calls_and_never_prints_the_key() {
     let upstream = gateway(vec![
         calls(&[("web_search", r#"{"query": "rust news"}"#)]),

@@ -56,6 +56,8 @@ pub enum ConfigError {
 pub struct ServerConfig {
     /// Where the HTTP transport binds (default `127.0.0.1:9310`).
     pub bind: SocketAddr,
+    /// Whether the file sets `bind` (stdio says it ignores one).
+    pub bind_set: bool,
     /// The shared bearer for HTTP; `None` when absent or its variable is unset.
     pub api_key: Option<String>,
     /// Concurrent runs (default 4).
@@ -72,6 +74,9 @@ pub struct ServerConfig {
     pub watch_debounce: Duration,
     /// Allowed `Host` values (`host` or `host:port`); empty on loopback means localhost.
     pub allowed_hosts: Vec<String>,
+    /// How long an HTTP client whose call stream dropped may resume it (`Last-Event-ID`)
+    /// before the call's attached run is cancelled (default 10 s).
+    pub resume_grace: Duration,
 }
 
 /// The `[gateway]` table, resolved.
@@ -155,6 +160,7 @@ struct RawServer {
     watch: Option<bool>,
     watch_debounce: Option<String>,
     allowed_hosts: Option<Vec<String>>,
+    resume_grace: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -522,6 +528,7 @@ fn resolve_server(ctx: &Ctx<'_>, raw: &RawServer) -> Result<ServerConfig, Config
     )?;
     Ok(ServerConfig {
         bind,
+        bind_set: raw.bind.is_some(),
         api_key,
         max_concurrent_runs,
         admission_timeout: ctx.duration(
@@ -546,6 +553,11 @@ fn resolve_server(ctx: &Ctx<'_>, raw: &RawServer) -> Result<ServerConfig, Config
             Duration::from_millis(500),
         )?,
         allowed_hosts,
+        resume_grace: ctx.duration(
+            "server.resume_grace",
+            raw.resume_grace.as_deref(),
+            crate::attach::DEFAULT_RESUME_GRACE,
+        )?,
     })
 }
 
@@ -627,7 +639,7 @@ pub fn is_loopback(addr: &SocketAddr) -> bool {
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     let (a, b) = (&old.server, &new.server);
-    let checks: [(&'static str, bool); 10] = [
+    let checks: [(&'static str, bool); 11] = [
         ("server.bind", a.bind != b.bind),
         ("server.api_key", a.api_key != b.api_key),
         (
@@ -646,6 +658,7 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
             "server.retain_completed",
             a.retain_completed != b.retain_completed,
         ),
+        ("server.resume_grace", a.resume_grace != b.resume_grace),
         ("server.watch", a.watch != b.watch),
         (
             "server.watch_debounce",

@@ -1,6 +1,7 @@
 //! The rmcp [`ServerHandler`]: the fixed tool list and call dispatch.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask,
@@ -10,21 +11,61 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use tokio_util::sync::CancellationToken;
 
+use crate::attach::{Attached, Attachments};
+use crate::logging::{self, LogThreshold, PeerLog};
 use crate::runs::{Run, Status};
 use crate::state::Shared;
-use crate::tools::{self, ProgressSink, RunRequest};
+use crate::tools::{self, ProgressSink, RunLog, RunRequest};
 
 /// One MCP session's handler over the shared server state.
 #[derive(Clone, Debug)]
 pub struct Handler {
     shared: Arc<Shared>,
+    /// The session's logging threshold (see [`logging`]): `logging/setLevel` sets it;
+    /// `info` until then.
+    log_level: Arc<AtomicU8>,
+    /// The HTTP transport's watch over call streams (`None` over stdio).
+    attachments: Option<Arc<Attachments>>,
 }
 
 impl Handler {
     /// A handler over `shared`.
     pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+        Self {
+            shared,
+            log_level: Arc::new(AtomicU8::new(logging::INFO)),
+            attachments: None,
+        }
+    }
+
+    /// The same handler with its calls' streams watched (streamable HTTP): a call whose
+    /// client went away and did not resume has its attached run cancelled.
+    pub fn watching(mut self, attachments: Arc<Attachments>) -> Self {
+        self.attachments = Some(attachments);
+        self
+    }
+
+    /// The call's own cancellation token, registered with the stream watch when there is
+    /// one (the guard unregisters it once the call answered).
+    fn call_token(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> (CancellationToken, Option<Attached>) {
+        let token = context.ct.child_token();
+        let session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok());
+        let attached = match (&self.attachments, session) {
+            (Some(attachments), Some(session)) => {
+                Some(attachments.attach(session.into(), context.id.clone(), token.clone()))
+            }
+            _ => None,
+        };
+        (token, attached)
     }
 }
 
@@ -50,13 +91,18 @@ impl ProgressSink for PeerProgress {
 /// 2026-07-28 or later exchange (SEP-2663). Older revisions never get a task result, since
 /// clients that declare the capability there (the MCP Inspector) do not poll for one.
 fn wants_task(context: &RequestContext<RoleServer>) -> bool {
-    let modern = context
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    modern
+    modern(context)
         && context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks())
+}
+
+/// Whether the connection speaks 2026-07-28 or later, where a request opts in to log
+/// messages with its own `_meta` (SEP-2575) instead of `logging/setLevel`.
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// How often a task client is asked to poll.
@@ -67,6 +113,22 @@ fn timestamp(at: std::time::SystemTime) -> String {
 }
 
 impl Handler {
+    /// Where a `run_prompt` call's log messages go: to this client, at the level it asked
+    /// for (`None` when a 2026-07-28 call did not opt in).
+    fn run_log(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: &CallToolRequestParams,
+    ) -> Option<Arc<dyn RunLog>> {
+        let threshold = if modern(context) {
+            LogThreshold::Call(logging::requested(&context.meta, request.meta.as_ref())?)
+        } else {
+            LogThreshold::Session(Arc::clone(&self.log_level))
+        };
+        let log: Arc<dyn RunLog> = PeerLog::start(context.peer.clone(), threshold);
+        Some(log)
+    }
+
     fn task(&self, run: &Run) -> Task {
         let status = if run.is_finished() {
             if run.cancel_requested() {
@@ -141,14 +203,28 @@ impl ServerHandler for Handler {
         let mut implementation =
             Implementation::new("promptforge-mcp-server", env!("CARGO_PKG_VERSION"));
         implementation.title = Some("PromptForge".into());
-        ServerConfig::new(
+        ServerConfig::new(logging::declared(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tasks()
                 .build(),
-        )
+        ))
         .with_server_info(implementation)
         .with_instructions(INSTRUCTIONS)
+    }
+
+    #[allow(
+        deprecated,
+        reason = "logging/setLevel is deprecated by SEP-2577 but served"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log_level
+            .store(logging::rank(request.level), Ordering::Relaxed);
+        Ok(())
     }
 
     async fn list_tools(
@@ -172,6 +248,7 @@ impl ServerHandler for Handler {
             }
             "run_prompt" if wants_task(&context) => {
                 // The tasks extension: the run becomes a task under its own run id.
+                let log = self.run_log(&context, &request);
                 let run_request = RunRequest::parse(request.arguments)?;
                 let (generation, entry, run) = tools::register(&self.shared, &run_request);
                 let shared = Arc::clone(&self.shared);
@@ -186,6 +263,7 @@ impl ServerHandler for Handler {
                         run_request,
                         cancel,
                         None,
+                        log,
                         false,
                     )
                     .await;
@@ -195,6 +273,7 @@ impl ServerHandler for Handler {
                 )));
             }
             "run_prompt" => {
+                let log = self.run_log(&context, &request);
                 let run = RunRequest::parse(request.arguments)?;
                 let token = context
                     .meta
@@ -204,9 +283,9 @@ impl ServerHandler for Handler {
                     peer: context.peer.clone(),
                     token,
                 });
+                let (cancel, _attached) = self.call_token(&context);
                 let record =
-                    tools::run_prompt(Arc::clone(&self.shared), run, context.ct.clone(), sink)
-                        .await;
+                    tools::run_prompt(Arc::clone(&self.shared), run, cancel, sink, log).await;
                 tools::record_result(&record)
             }
             other => return Err(tools::unknown_tool(other)),

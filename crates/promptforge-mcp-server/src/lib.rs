@@ -7,9 +7,11 @@
 //! [`serve::serve_stdio`] or [`serve::serve_http`] serves until EOF or a signal.
 #![forbid(unsafe_code)]
 
+pub mod attach;
 pub mod catalog;
 pub mod config;
 pub mod handler;
+pub mod logging;
 pub mod runs;
 pub mod serve;
 pub mod state;

@@ -80,6 +80,11 @@ impl Run {
         &self.id
     }
 
+    /// The prompt's catalog name (or the name as requested).
+    pub fn prompt(&self) -> &str {
+        &self.prompt
+    }
+
     /// The run's cancel handle.
     pub fn cancel_handle(&self) -> &CancelHandle {
         &self.cancel

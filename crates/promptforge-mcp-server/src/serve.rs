@@ -18,12 +18,12 @@ use promptforge_tool_picker::{Config as PickerConfig, Model, ToolPicker};
 use promptforge_webfetch::WebFetch;
 use rmcp::ServiceExt;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+use crate::attach::{Attachments, WatchedSessions};
 use crate::catalog::{self, Mode};
 use crate::config::{Config, is_loopback};
 use crate::handler::Handler;
@@ -177,10 +177,7 @@ fn check_http(config: &Config) -> Result<(), ServeError> {
 }
 
 async fn fetch_models(gateway: &GatewayClient) -> Result<ModelCatalog, ServeError> {
-    let limits = RequestLimits {
-        timeout: MODELS_TIMEOUT,
-        ..RequestLimits::default()
-    };
+    let limits = RequestLimits::default().with_timeout(MODELS_TIMEOUT);
     match gateway.models(limits).await {
         Ok(models) => {
             tracing::info!(models = models.len(), "model catalog fetched");
@@ -228,6 +225,7 @@ pub async fn shutdown_signal() {
 
 /// Serves over stdio until EOF or a signal; attached runs are cancelled at the end.
 pub async fn serve_stdio(booted: Booted) -> Result<(), ServeError> {
+    log_ignored_over_stdio(&booted.config);
     let watcher = start_watcher(&booted)?;
     let handler = Handler::new(Arc::clone(&booted.shared));
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
@@ -264,6 +262,27 @@ pub async fn serve_stdio(booted: Booted) -> Result<(), ServeError> {
     }
     finish(&booted.shared, watcher);
     Ok(())
+}
+
+/// Says which `[server]` settings of the file the stdio transport does not use, so a
+/// `bind` or a key there is never ignored in silence.
+fn log_ignored_over_stdio(config: &Config) {
+    let server = &config.server;
+    if server.bind_set {
+        tracing::info!(
+            "[server].bind {} is ignored over stdio: the stdio transport binds no port",
+            server.bind
+        );
+    }
+    if server.api_key.is_some() {
+        tracing::info!(
+            "[server].api_key is not checked over stdio: only the process that spawned the \
+             server can talk to it"
+        );
+    }
+    if !server.allowed_hosts.is_empty() {
+        tracing::info!("[server].allowed_hosts is ignored over stdio: there is no Host header");
+    }
 }
 
 fn finish(shared: &Shared, watcher: Option<Watcher>) {
@@ -431,9 +450,13 @@ pub async fn serve_http_on(
         .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
         .with_cancellation_token(stop.child_token());
     let shared = Arc::clone(&booted.shared);
+    // Every call's stream is watched: a client that drops it and does not resume within
+    // `resume_grace` has its attached run cancelled.
+    let attachments = Attachments::new(booted.config.server.resume_grace);
+    let sessions = WatchedSessions::new(Arc::clone(&attachments));
     let service = StreamableHttpService::new(
-        move || Ok(Handler::new(Arc::clone(&shared))),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(Handler::new(Arc::clone(&shared)).watching(Arc::clone(&attachments))),
+        Arc::new(sessions),
         mcp_config,
     );
     let mcp = Router::new()

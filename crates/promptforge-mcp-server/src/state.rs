@@ -55,6 +55,10 @@ pub struct Shared {
     pub picker: ToolPicker,
     /// The embedding model, loaded once and shared by every index.
     pub model: Option<Model>,
+    /// Runs in [`Shared::complete_index`] just before it takes the lock (tests use it to
+    /// land a shutdown in that window).
+    #[cfg(test)]
+    before_install: std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -123,6 +127,8 @@ impl Shared {
             tools,
             picker,
             model,
+            #[cfg(test)]
+            before_install: std::sync::Mutex::new(None),
         }
     }
 
@@ -188,14 +194,26 @@ impl Shared {
 
     /// Installs the index built in the background for generation `number`, if that
     /// generation is still the current one (a reload may have published a newer pair).
+    ///
+    /// Nothing is installed after [`Shared::close`]: `closed` is read under the write lock,
+    /// which `close` takes after setting it, so an index that finishes building while the
+    /// server shuts down is dropped, whichever thread gets the lock first.
     pub fn complete_index(&self, number: u64, index: Index) -> bool {
-        if self.closed.load(Ordering::Acquire) {
-            return false;
+        #[cfg(test)]
+        if let Some(hook) = &*self
+            .before_install
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            hook();
         }
         let mut slot = self
             .generation
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
         if slot.number != number || !matches!(slot.index, Index::Building) {
             return false;
         }
@@ -229,5 +247,95 @@ impl Shared {
     /// Whether [`Shared::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+    use std::time::Duration;
+
+    use promptforge_core::client::{GatewayClient, ModelCatalog};
+    use promptforge_core::tools::ToolCatalog;
+    use promptforge_tool_picker::{Config, Model, ToolPicker};
+
+    use super::{Generation, Index, Shared};
+    use crate::catalog::{self, Mode};
+    use crate::config::CatalogConfig;
+    use crate::runs::Registry;
+
+    fn shared() -> Arc<Shared> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(
+            dir.path().join("echo.md"),
+            "---\nname: echo\ndescription: Return the input\npromptforge: 1\n---\n\n# E\n\n```lua\nreturn args\n```\n",
+        )
+        .expect("a prompt file");
+        let config = CatalogConfig {
+            include: vec!["*.md".into()],
+            exclude: vec![],
+            overrides: Default::default(),
+        };
+        let catalog = catalog::resolve(&config, dir.path(), Mode::Boot).expect("a catalog");
+        let model = Model::load().expect("the picker's model");
+        let tools = ToolCatalog::empty();
+        let picker =
+            ToolPicker::build_with_model(&model, tools.picker_catalog(), Config::default())
+                .expect("an empty picker");
+        Arc::new(Shared::new(
+            Generation {
+                number: 1,
+                index_key: catalog.index_key(),
+                catalog,
+                index: Index::Building,
+            },
+            Registry::new(1, Duration::from_secs(1), Duration::from_secs(60)),
+            Duration::from_secs(10),
+            GatewayClient::disabled(),
+            ModelCatalog::empty(),
+            tools,
+            picker,
+            None,
+        ))
+    }
+
+    /// Issue 26 item 8: a background index that finished while the server closed used to
+    /// be installed after `close` (the `closed` check ran before the lock was taken).
+    #[test]
+    fn an_index_finishing_during_shutdown_is_not_installed() {
+        let shared = shared();
+        let arrived = Arc::new(Barrier::new(2));
+        let go = Arc::new(Barrier::new(2));
+        let (a, g) = (Arc::clone(&arrived), Arc::clone(&go));
+        *shared
+            .before_install
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(move || {
+            a.wait();
+            g.wait();
+        }));
+        let builder = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                shared.complete_index(1, Index::Unavailable("built during shutdown".into()))
+            })
+        };
+        // The builder is inside `complete_index`, about to take the lock: shut down now.
+        arrived.wait();
+        shared.close();
+        go.wait();
+        let installed = builder.join().expect("the builder thread");
+        assert!(!installed, "an index was installed after close");
+        assert!(matches!(shared.current().index, Index::Building));
+    }
+
+    #[test]
+    fn an_index_finishing_before_shutdown_is_installed() {
+        let shared = shared();
+        assert!(shared.complete_index(1, Index::Unavailable("built".into())));
+        assert!(matches!(shared.current().index, Index::Unavailable(_)));
+        // Not twice, and not for another generation.
+        assert!(!shared.complete_index(1, Index::Unavailable("again".into())));
+        assert!(!shared.complete_index(2, Index::Unavailable("other".into())));
     }
 }

@@ -375,11 +375,35 @@ pub enum Progress {
     Done,
 }
 
-/// Counts sections and turns of one run and queues its progress frames.
+/// How bad a run's log message is (the MCP logging levels a run uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// A `log()` checkpoint.
+    Info,
+    /// The run failed.
+    Error,
+}
+
+/// Where a run's `log()` checkpoints and its failure go: the client that started it (MCP
+/// `notifications/message`). Must not block: a sink that cannot keep up drops messages.
+pub trait RunLog: Send + Sync + 'static {
+    /// One message: `data` is a JSON object naming the run.
+    fn log(&self, level: LogLevel, data: Value);
+
+    /// Waits (bounded) until the messages logged so far are on their way: the call's
+    /// answer goes out after them.
+    fn flush(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// Counts sections and turns of one run, queues its progress frames and sends its log
+/// checkpoints and failure to the client that started it.
 struct RunObserver {
     run: Arc<Run>,
     sections: AtomicU32,
     progress: Option<mpsc::UnboundedSender<Progress>>,
+    log: Option<Arc<dyn RunLog>>,
 }
 
 impl Observer for RunObserver {
@@ -393,6 +417,31 @@ impl Observer for RunObserver {
             }
             Observation::ModelTurnCompleted { .. } | Observation::ModelTurnTruncated { .. } => {
                 self.run.add_turn();
+            }
+            Observation::LuaLog { message, .. } => {
+                if let Some(log) = &self.log {
+                    log.log(
+                        LogLevel::Info,
+                        json!({
+                            "run_id": self.run.id(),
+                            "prompt": self.run.prompt(),
+                            "section": section,
+                            "message": message,
+                        }),
+                    );
+                }
+            }
+            Observation::RunFailed { error } => {
+                if let Some(log) = &self.log {
+                    log.log(
+                        LogLevel::Error,
+                        json!({
+                            "run_id": self.run.id(),
+                            "prompt": self.run.prompt(),
+                            "error": error.to_string(),
+                        }),
+                    );
+                }
             }
             _ => {}
         }
@@ -449,9 +498,13 @@ pub async fn run_prompt<S: ProgressSink>(
     request: RunRequest,
     cancel: CancellationToken,
     sink: Option<S>,
+    log: Option<Arc<dyn RunLog>>,
 ) -> Record {
     let (generation, entry, run) = register(&shared, &request);
-    execute(shared, generation, entry, run, request, cancel, sink, true).await
+    execute(
+        shared, generation, entry, run, request, cancel, sink, log, true,
+    )
+    .await
 }
 
 /// Registers a run for `request` under the current generation (the generation the run
@@ -480,6 +533,7 @@ pub async fn execute<S: ProgressSink>(
     request: RunRequest,
     cancel: CancellationToken,
     mut sink: Option<S>,
+    log: Option<Arc<dyn RunLog>>,
     deadline: bool,
 ) -> Record {
     let Some(entry) = entry else {
@@ -538,6 +592,7 @@ pub async fn execute<S: ProgressSink>(
         run: Arc::clone(&run),
         sections: AtomicU32::new(0),
         progress: sink.is_some().then(|| tx.clone()),
+        log: log.clone(),
     });
     let task_run = Arc::clone(&run);
     let task_shared = Arc::clone(&shared);
@@ -585,6 +640,9 @@ pub async fn execute<S: ProgressSink>(
                 }
                 Some(Progress::Done) | None => {
                     run.finished().await;
+                    if let Some(log) = &log {
+                        log.flush().await;
+                    }
                     run.detach();
                     return run.record();
                 }

@@ -74,6 +74,39 @@ async fn every_boot_fault_is_printed_before_a_non_zero_exit() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_says_it_ignores_the_bind_and_the_key() {
+    // Issue 26 item 7: a `[server].bind` was ignored over stdio without a word.
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start().await;
+    standard_prompts(dir.path());
+    let config = write_config(dir.path(), &upstream.url, &Knobs::default());
+    let out = output(&["serve", "--stdio", config.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[server].bind 127.0.0.1:0 is ignored over stdio"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[server].api_key is not checked over stdio"),
+        "{stderr}"
+    );
+    // Without them, nothing is said.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let bare: String = text
+        .lines()
+        .filter(|l| !l.starts_with("bind =") && !l.starts_with("api_key = \"${PF_TEST_MCP_KEY}"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&config, bare).unwrap();
+    let out = output(&["serve", "--stdio", config.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ignored over stdio"), "{stderr}");
+    assert!(!stderr.contains("not checked over stdio"), "{stderr}");
+}
+
 #[tokio::test]
 async fn an_unknown_key_names_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,8 +5,8 @@
 mod support;
 
 use support::{
-    Knobs, Server, Upstream, http_target, python, scenario, skip, standard_prompts, stdio_target,
-    write_config,
+    Knobs, Server, Upstream, http_target, python, scenario, scenario_with, skip, standard_prompts,
+    stdio_target, write_config,
 };
 
 const NO_VENV: &str =
@@ -136,4 +136,79 @@ async fn cancelling_an_attached_call_cancels_its_run_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saved_prompts_are_callable_without_a_reconnect() {
     over_stdio("reload", &["auto"], Knobs::default(), |_| {}).await;
+}
+
+// ---- Issue 26: MCP logging, and a client that goes away mid-call ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_logs_reach_the_client_that_started_the_run_over_stdio() {
+    // `legacy`: logging/setLevel governs; `auto` (2026-07-28): the call's `_meta` opts in.
+    over_stdio("logging", &["legacy", "auto"], Knobs::default(), |_| {}).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_logs_reach_only_the_client_that_started_the_run_over_http() {
+    over_http("logging", &["legacy", "auto"], Knobs::default()).await;
+}
+
+/// Runs `steps` (scenario names, each a fresh client) against one HTTP server with
+/// `knobs`, passing the resume grace to the scripts.
+async fn http_steps(steps: &[&str], knobs: Knobs) {
+    if python().is_none() {
+        return skip(NO_VENV);
+    }
+    let grace = humantime::parse_duration(knobs.resume_grace)
+        .unwrap()
+        .as_secs_f64()
+        .to_string();
+    let (dir, upstream, config) = fixture(&knobs).await;
+    let server = Server::http(&config).await;
+    for step in steps {
+        scenario_with(
+            step,
+            "legacy",
+            dir.path(),
+            &upstream.url,
+            &http_target(&server.url),
+            &[("PF_RESUME_GRACE_S", &grace)],
+        )
+        .await;
+    }
+    assert!(server.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_drops_an_attached_call_has_its_run_cancelled() {
+    // The client process dies mid-call: no resume follows, so after resume_grace the run
+    // is cancelled and its slot comes free.
+    let knobs = Knobs {
+        max_runs: 1,
+        admission: "30s",
+        resume_grace: "2s",
+        ..Knobs::default()
+    };
+    http_steps(&["drop", "after_drop"], knobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_resumes_its_stream_keeps_its_run() {
+    // The call's stream is cut; the SDK resumes it with Last-Event-ID after the server's
+    // 3 s retry hint, inside resume_grace: the run goes on and its answer arrives.
+    let knobs = Knobs {
+        resume_grace: "6s",
+        ..Knobs::default()
+    };
+    http_steps(&["resume"], knobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_run_outlives_its_client() {
+    // Past reply_deadline the call answered `running` with the run id: the client going
+    // away cancels nothing.
+    let knobs = Knobs {
+        reply_deadline: "1s",
+        resume_grace: "2s",
+        ..Knobs::default()
+    };
+    http_steps(&["background", "after_background"], knobs).await;
 }

@@ -192,9 +192,11 @@ fn always<H: Host>(
     Ok(binding)
 }
 
-/// `tools.add`: every entry is checked before any is added.
+/// `tools.add`: every entry is checked before any is added; an empty add (`tools.add()`,
+/// `tools.add({})`) is a no-op, as the guide says.
 fn add<H: Host>(host: &H, target: &Value, facing: Option<String>) -> Result<(), RunError> {
     let aliases: Vec<String> = match target {
+        Value::Nil => Vec::new(),
         Value::Table(list) if list.get::<Value>("name").is_ok_and(|n| n.is_nil()) => list
             .sequence_values::<Value>()
             .map(|v| {

@@ -135,10 +135,10 @@ impl RunAgent {
             configured_client: client,
             client: OnceLock::new(),
             bindings: Mutex::new(Bindings::default()),
-            request_limits: RequestLimits {
-                timeout: limits.request_timeout,
-                max_response_bytes: limits.max_response_bytes.get(),
-            },
+            request_limits: RequestLimits::new(
+                limits.request_timeout,
+                limits.max_response_bytes.get(),
+            ),
             // Tool-loop iterations: the limits' override, else the frontmatter's.
             max_tool_iterations: limits
                 .max_tool_iterations

@@ -11,7 +11,7 @@ use super::{Host, TurnVm};
 use crate::client::{ChatMessage, ChatRequest, ChatResponse, CompletionError, ToolCall, ToolSpec};
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::{DebugEvent, Observation};
-use crate::tools::Tool;
+use crate::tools::{Tool, ToolError};
 use crate::trace::{Attrs, End, SpanGuard, SpanKind};
 
 /// How many model rounds a prose block may take.
@@ -421,7 +421,8 @@ fn check_near_duplicates<H: Host>(host: &H, offered: &[Offered]) -> Result<(), R
     let names: Vec<String> = offered.iter().map(offered_name).collect();
     let Some(picker) = host.agent().picker()? else {
         return Err(binding_error(format!(
-            "the tools {} offered to this section cannot be checked for near-duplicates:              this run has no tool picker",
+            "the tools {} offered to this section cannot be checked for near-duplicates: \
+             this run has no tool picker",
             names.join(", ")
         )));
     };
@@ -430,7 +431,8 @@ fn check_near_duplicates<H: Host>(host: &H, offered: &[Offered]) -> Result<(), R
         descriptors.push(match entry {
             Offered::Catalog { tool, .. } => picker.get(tool.id()).cloned().ok_or_else(|| {
                 binding_error(format!(
-                    "the tool {name} offered to this section cannot be checked for                      near-duplicates: the tool picker does not index it"
+                    "the tool {name} offered to this section cannot be checked for \
+                     near-duplicates: the tool picker does not index it"
                 ))
             })?,
             Offered::Local {
@@ -573,11 +575,32 @@ async fn dispatch_inner<H: Host, V: TurnVm>(
         .or_insert(0) += 1;
     let outcome = match entry {
         Offered::Catalog { tool, .. } => {
-            let call_future = tool.call(&call.arguments);
+            // The run's request limits bound every catalog tool call: the tool gets them
+            // (`call_within`), and the loop enforces them whatever the tool does with them.
+            let limits = run.request_limits;
+            let call_future =
+                tokio::time::timeout(limits.timeout, tool.call_within(&call.arguments, limits));
             let result = tokio::select! {
-                result = call_future => result,
+                result = call_future => result.unwrap_or_else(|_| {
+                    Err(ToolError::transport(format!(
+                        "the tool did not answer within {} s (RunLimits::request_timeout)",
+                        limits.timeout.as_secs_f64()
+                    )))
+                }),
                 () = host.cancel().cancelled() => return Err(RunError::cancelled()),
             };
+            let result = result.and_then(|output| {
+                let size = output.text().len() as u64;
+                if size > limits.max_response_bytes {
+                    Err(ToolError::backend(format!(
+                        "the tool's output is {size} bytes, over the run's limit of {} bytes \
+                         (RunLimits::max_response_bytes)",
+                        limits.max_response_bytes
+                    )))
+                } else {
+                    Ok(output)
+                }
+            });
             match result {
                 Ok(output) if output.is_trusted() => Ok((output.into_text(), true)),
                 Ok(output) => Ok((crate::envelope::wrap(output.text(), &run.nonce), false)),

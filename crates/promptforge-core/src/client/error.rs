@@ -40,6 +40,13 @@ impl CompletionErrorKind {
     }
 }
 
+/// The [`as_str`](CompletionErrorKind::as_str) name, as for the other error kinds.
+impl fmt::Display for CompletionErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A model call that failed.
 ///
 /// `Display` says what the gateway said in its own terms: for an error answer, the status

@@ -26,8 +26,18 @@ pub const URL_VAR: &str = "PROMPTFORGE_GATEWAY_URL";
 /// The environment variable holding the gateway bearer token.
 pub const KEY_VAR: &str = "PROMPTFORGE_GATEWAY_API_KEY";
 
-/// Per-request limits.
+/// Per-request limits: the whole-request timeout and the largest response body accepted.
+///
+/// ```
+/// use std::time::Duration;
+/// use promptforge_core::client::RequestLimits;
+///
+/// let limits = RequestLimits::new(Duration::from_secs(30), 1024 * 1024);
+/// assert_eq!(limits.timeout, Duration::from_secs(30));
+/// assert_eq!(RequestLimits::default().with_timeout(Duration::from_secs(5)).max_response_bytes, 16 * 1024 * 1024);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RequestLimits {
     /// The whole-request timeout.
     pub timeout: Duration,
@@ -36,10 +46,42 @@ pub struct RequestLimits {
 }
 
 impl Default for RequestLimits {
+    /// 120 s and 16 MiB, the run defaults (`RunLimits::request_timeout`,
+    /// `RunLimits::max_response_bytes`).
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(120),
             max_response_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl RequestLimits {
+    /// Limits with this timeout and response cap.
+    pub fn new(timeout: Duration, max_response_bytes: u64) -> Self {
+        Self {
+            timeout,
+            max_response_bytes,
+        }
+    }
+
+    /// The same limits with another timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same limits with another response cap.
+    pub fn with_max_response_bytes(mut self, max_response_bytes: u64) -> Self {
+        self.max_response_bytes = max_response_bytes;
+        self
+    }
+
+    /// The tighter of two limits, field by field.
+    pub fn min(self, other: Self) -> Self {
+        Self {
+            timeout: self.timeout.min(other.timeout),
+            max_response_bytes: self.max_response_bytes.min(other.max_response_bytes),
         }
     }
 }

@@ -63,8 +63,9 @@ impl ChatMessage {
     }
 }
 
-/// A tool call the model made.
+/// A tool call the model made. Build one with [`ToolCall::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The call id the result must echo.
     pub id: String,
@@ -74,8 +75,24 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// A tool offered to the model.
+impl ToolCall {
+    /// A call of the tool `name` with the raw JSON `arguments`, answered under `id`.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// A tool offered to the model. Build one with [`ToolSpec::new`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ToolSpec {
     /// The wire name.
     pub name: String,
@@ -85,8 +102,32 @@ pub struct ToolSpec {
     pub parameters: Json,
 }
 
-/// A chat-completion request.
+impl ToolSpec {
+    /// The tool `name` (its wire name) with the model-facing `description` and the JSON
+    /// Schema of its arguments.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Json) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+}
+
+/// A chat-completion request. Build one with [`ChatRequest::new`] and the `with_*`
+/// methods:
+///
+/// ```
+/// use promptforge_core::client::{ChatMessage, ChatRequest, ToolSpec};
+///
+/// let request = ChatRequest::new("fast-draft", vec![ChatMessage::User("Hello".into())])
+///     .with_tools(vec![ToolSpec::new("lookup", "Look a word up", serde_json::json!({"type": "object"}))])
+///     .with_temperature(0.2)
+///     .with_max_tokens(256);
+/// assert_eq!(request.to_json()["tools"][0]["function"]["name"], "lookup");
+/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct ChatRequest {
     /// The catalog model id.
     pub model: String,
@@ -103,6 +144,40 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A request to the catalog model `model` with the conversation `messages`: no tools,
+    /// no sampling settings.
+    pub fn new(model: impl Into<String>, messages: Vec<ChatMessage>) -> Self {
+        Self {
+            model: model.into(),
+            messages,
+            ..Self::default()
+        }
+    }
+
+    /// Offers `tools` to the model.
+    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the sampling temperature.
+    pub fn with_temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Caps the output tokens.
+    pub fn with_max_tokens(mut self, max_tokens: u64) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Sets the thinking switch (sent as `chat_template_kwargs.enable_thinking`).
+    pub fn with_thinking(mut self, thinking: bool) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
     /// The JSON body sent to `POST /v1/chat/completions`.
     pub fn to_json(&self) -> Json {
         let mut body = Map::new();
@@ -141,8 +216,10 @@ impl ChatRequest {
     }
 }
 
-/// The first choice of a chat-completion response.
+/// The first choice of a chat-completion response, decoded with
+/// [`ChatResponse::from_json`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ChatResponse {
     /// The text, if any.
     pub content: Option<String>,

@@ -169,7 +169,17 @@ impl HostCall {
         let started = std::time::Instant::now();
         let result = self.run_inner(lua, unit, line).await;
         unit.waited(started.elapsed());
-        result
+        result.map_err(|error| {
+            // A budget that ran out below this call (an execute chain or a fanout arm
+            // over its instructions, the run's section entries) ends the run: the calling
+            // unit dies of it too, so a `pcall` around the call cannot swallow it.
+            let error = if error.ends_run() {
+                unit.kill(error)
+            } else {
+                error
+            };
+            mlua::Error::external(error)
+        })
     }
 
     async fn run_inner(
@@ -177,7 +187,8 @@ impl HostCall {
         lua: &Lua,
         unit: &Arc<Unit>,
         line: Option<usize>,
-    ) -> mlua::Result<Value> {
+    ) -> Result<Value, RunError> {
+        let lua_error = |e: mlua::Error| crate::sandbox::values::from_lua_error(&e);
         match self {
             Self::Jump(target) => {
                 unit.request_jump(target);
@@ -201,13 +212,13 @@ impl HostCall {
                     unit.cancel.clone(),
                     span.scope(),
                 );
-                let end = walk(&ctx, target.section(), Entry::Addressed, &mut state).await;
+                let end = walk(&ctx, target.section(), Entry::Executed, &mut state).await;
                 let reply = match end {
                     Ok(WalkEnd::Returned(value)) => Some(value),
                     Ok(WalkEnd::Exhausted) => state.reply,
                     Err(error) => {
                         span.end(End::Error(&error), |_| {});
-                        return Err(mlua::Error::external(error));
+                        return Err(error);
                     }
                 };
                 span.end(End::Ok, |attrs| {
@@ -215,17 +226,21 @@ impl HostCall {
                         attrs.text("result", reply);
                     }
                 });
-                reply.map_or(Ok(Value::Nil), |r| lua.create_string(r).map(Value::String))
+                reply.map_or(Ok(Value::Nil), |r| {
+                    lua.create_string(r).map(Value::String).map_err(lua_error)
+                })
             }
             Self::Fanout(plan) => {
-                let results = fanout::run(unit, plan, line)
-                    .await
-                    .map_err(mlua::Error::external)?;
-                fanout::results_table(lua, results).map(Value::Table)
+                let results = fanout::run(unit, plan, line).await?;
+                fanout::results_table(lua, results)
+                    .map(Value::Table)
+                    .map_err(lua_error)
             }
             Self::Infer(call) => {
-                let text = call.run(&**unit).await.map_err(mlua::Error::external)?;
-                lua.create_string(text).map(Value::String)
+                let text = call.run(&**unit).await?;
+                lua.create_string(text)
+                    .map(Value::String)
+                    .map_err(lua_error)
             }
         }
     }
@@ -252,7 +267,7 @@ fn prepare_execute(
     input: Value,
 ) -> Result<(Target, WalkState, u32), RunError> {
     let target = unit.resolve(address)?;
-    let depth = deeper(unit.depth)?;
+    let depth = deeper(unit, "execute", address)?;
     let args = match input {
         Value::Nil => Json::String(String::new()),
         other => to_json(lua, other, "execute's input")?,

@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::unit::{Unit, WriteRegistry};
+use super::unit::{Unit, Visible, WriteRegistry};
 use super::vm::var_snapshot;
 use super::{Entry, Target, UnitEnd, WalkEnd, WalkState, deeper, run_unit, walk};
 use crate::error::{RunError, RunErrorKind};
@@ -24,6 +24,9 @@ pub(crate) struct Plan {
     members: Vec<Json>,
     var: Map<String, Json>,
     depth: u32,
+    /// The set the worker was resolved from: the arms resolve against it (minus the
+    /// worker, plus the worker's children).
+    from: Arc<Visible>,
 }
 
 /// What one arm produced.
@@ -100,7 +103,8 @@ pub(crate) fn prepare(
         worker,
         members,
         var: var_snapshot(lua)?,
-        depth: deeper(unit.depth)?,
+        depth: deeper(unit, "fan out to", address)?,
+        from: Arc::clone(&unit.visible),
     })
 }
 
@@ -237,9 +241,10 @@ async fn run_arms(unit: &Arc<Unit>, plan: Plan, trace: Scope) -> Result<Vec<ArmR
                     args: unit.args.clone(),
                 };
                 let worker = plan.worker;
+                let from = Arc::clone(&plan.from);
                 arms.spawn(async move {
                     let _permit = permit;
-                    let result = run_arm(ctx, worker, item, index, state).await;
+                    let result = run_arm(ctx, worker, (item, index), from, state).await;
                     (position, result)
                 });
             }
@@ -257,12 +262,12 @@ async fn run_arms(unit: &Arc<Unit>, plan: Plan, trace: Scope) -> Result<Vec<ArmR
 async fn run_arm(
     ctx: super::WalkCtx,
     worker: SectionId,
-    item: Json,
-    index: usize,
+    (item, index): (Json, usize),
+    from: Arc<Visible>,
     mut state: WalkState,
 ) -> Result<ArmResult, RunError> {
     let started_with = state.reply.clone();
-    let unit = Unit::section(&ctx, worker, &state, Some((item.clone(), index)))?;
+    let unit = Unit::arm(&ctx, worker, &state, (item.clone(), index), from)?;
     let run = Arc::clone(&unit.run);
     run.observe(
         &unit.heading,
@@ -283,7 +288,7 @@ async fn run_arm(
             } else {
                 ctx
             };
-            match walk(&ctx, start, Entry::Addressed, &mut state).await? {
+            match walk(&ctx, start, Entry::Jumped, &mut state).await? {
                 WalkEnd::Returned(value) => value,
                 WalkEnd::Exhausted => state.reply.unwrap_or_default(),
             }

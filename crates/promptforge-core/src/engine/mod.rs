@@ -112,6 +112,10 @@ pub(crate) struct Run {
     pub(crate) agent: RunAgent,
     next_id: AtomicU64,
     sections_entered: AtomicU64,
+    /// Section entries by what made them, indexed by [`Cause`].
+    entries_by: [AtomicU64; 4],
+    /// Instructions charged across every unit (`RunLimits::max_run_instructions`).
+    pub(crate) instructions: AtomicU64,
     log_events: AtomicU32,
     /// The store's size as this run sees it (built at the first change).
     ledger: Mutex<Option<StoreLedger>>,
@@ -174,6 +178,8 @@ impl Run {
             agent,
             next_id: AtomicU64::new(1),
             sections_entered: AtomicU64::new(0),
+            entries_by: Default::default(),
+            instructions: AtomicU64::new(0),
             log_events: AtomicU32::new(0),
             ledger: Mutex::new(None),
             fanout_bytes: AtomicU64::new(0),
@@ -182,22 +188,50 @@ impl Run {
         }
     }
 
-    /// Takes the next execution-unit id and counts a section entry.
-    fn enter(&self) -> Result<(u64, u64), RunError> {
+    /// Takes the next execution-unit id and counts a section entry made by `cause`; past
+    /// `RunLimits::max_section_entries` the entry fails with a message that says what the
+    /// prompt did to get there.
+    fn enter(&self, cause: Cause, section: &str) -> Result<(u64, u64), RunError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let entered = self.sections_entered.fetch_add(1, Ordering::Relaxed) + 1;
+        self.entries_by[cause as usize].fetch_add(1, Ordering::Relaxed);
         let max = self.limits.max_section_entries.get();
         if entered > max {
             return Err(RunError::new(
                 RunErrorKind::Limit,
-                format!(
-                    "the run reached its limit of {max} section entries \
-                     (RunLimits::max_section_entries): a `jump` cycle without an exit, or more \
-                     sections walked, executed or fanned out than the limit allows"
-                ),
-            ));
+                self.entries_message(max, cause, section),
+            )
+            .ending_the_run());
         }
         Ok((id, entered))
+    }
+
+    /// The section-entry limit's message: the entry that went past it and where the run's
+    /// entries came from, most frequent cause first.
+    fn entries_message(&self, max: u64, cause: Cause, section: &str) -> String {
+        let mut counts: Vec<(u64, Cause)> = Cause::ALL
+            .iter()
+            .map(|&c| (self.entries_by[c as usize].load(Ordering::Relaxed), c))
+            .filter(|&(n, _)| n > 0)
+            .collect();
+        counts.sort_by_key(|&(n, _)| std::cmp::Reverse(n));
+        let breakdown: Vec<String> = counts
+            .iter()
+            .map(|&(n, c)| format!("{n} by {}", c.noun()))
+            .collect();
+        let hint = match counts.first().map_or(cause, |&(_, c)| c) {
+            Cause::Execute => "a loop that calls execute() without end?",
+            Cause::Jump => "a jump cycle without an exit?",
+            Cause::Fanout => "fanouts over more items than the run may enter?",
+            Cause::Walk => "more sections walked than the limit allows?",
+        };
+        format!(
+            "the run reached its limit of {max} section entries (RunLimits::max_section_entries) \
+             when {} entered `{}`; its entries came {} ({hint})",
+            cause.noun(),
+            crate::error::quote_text(section, 160, false),
+            breakdown.join(", ")
+        )
     }
 
     /// Checks that a fanout of `items` arms fits in the section entries left.
@@ -354,7 +388,7 @@ async fn execute_run(run: &Arc<Run>, input: &str) -> Result<String, RunError> {
     let walked = match end {
         UnitEnd::Returned(value) => return Ok(value),
         UnitEnd::Exhausted => WalkEnd::Exhausted,
-        UnitEnd::Jump(target) => walk(&ctx, target.section(), Entry::Addressed, &mut state).await?,
+        UnitEnd::Jump(target) => walk(&ctx, target.section(), Entry::Jumped, &mut state).await?,
         UnitEnd::Fallthrough => match run.prompt.data.roots.first() {
             Some(&first) => walk(&ctx, first, Entry::Walked, &mut state).await?,
             None => WalkEnd::Exhausted,
@@ -382,12 +416,50 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(crate) enum Entry {
     /// The walk starts at the top of its level: an off-walk first section is skipped.
     Walked,
-    /// `jump` or `execute` named the section: it runs even when it is off the walk.
-    Addressed,
+    /// `jump` named the section: it runs even when it is off the walk.
+    Jumped,
+    /// `execute` named the section: it runs even when it is off the walk.
+    Executed,
+}
+
+impl Entry {
+    fn cause(self) -> Cause {
+        match self {
+            Self::Walked => Cause::Walk,
+            Self::Jumped => Cause::Jump,
+            Self::Executed => Cause::Execute,
+        }
+    }
+}
+
+/// What made a section entry, for the section-entry limit's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// The walk fell through to the section.
+    Walk = 0,
+    /// A `jump` (or a child-level walk it started).
+    Jump = 1,
+    /// An `execute` chain's first section.
+    Execute = 2,
+    /// A fanout arm.
+    Fanout = 3,
+}
+
+impl Cause {
+    const ALL: [Self; 4] = [Self::Walk, Self::Jump, Self::Execute, Self::Fanout];
+
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Walk => "the walk's fall-through",
+            Self::Jump => "jump",
+            Self::Execute => "execute",
+            Self::Fanout => "fanout arms",
+        }
+    }
 }
 
 /// Walks one level: the siblings of `start` (the children of its parent), beginning at
-/// `start`, which runs even off the walk when `entry` is [`Entry::Addressed`].
+/// `start`, which runs even off the walk unless `entry` is [`Entry::Walked`].
 pub(crate) fn walk<'a>(
     ctx: &'a WalkCtx,
     start: SectionId,
@@ -406,14 +478,16 @@ pub(crate) fn walk<'a>(
                 "internal: walk start is not in its level",
             ));
         };
-        let mut forced = entry == Entry::Addressed;
+        let mut forced = entry != Entry::Walked;
+        let mut cause = entry.cause();
         while let Some(&section) = level.get(index) {
             if data.sections[section].off_walk && !forced {
                 index += 1;
                 continue;
             }
             forced = false;
-            let unit = Unit::section(ctx, section, state, None)?;
+            let unit = Unit::section(ctx, section, state, cause)?;
+            cause = Cause::Walk;
             let end = run_unit(&unit, &data.sections[section].blocks, state).await?;
             match end {
                 UnitEnd::Fallthrough | UnitEnd::Exhausted => index += 1,
@@ -423,6 +497,7 @@ pub(crate) fn walk<'a>(
                         .filter(|&i| level.get(i) == Some(&target))
                         .unwrap_or(level.len());
                     forced = true;
+                    cause = Cause::Jump;
                 }
                 UnitEnd::Jump(Target::Child { section: child }) => {
                     // A child-level walk; the parent resumes after the jumper with the
@@ -435,9 +510,9 @@ pub(crate) fn walk<'a>(
                         |_| {},
                     );
                     let walked = if span.is_on() {
-                        walk(&ctx.under(span.scope()), child, Entry::Addressed, state).await
+                        walk(&ctx.under(span.scope()), child, Entry::Jumped, state).await
                     } else {
-                        walk(ctx, child, Entry::Addressed, state).await
+                        walk(ctx, child, Entry::Jumped, state).await
                     };
                     trace_walk_end(span, &walked);
                     if let WalkEnd::Returned(value) = walked? {
@@ -565,13 +640,21 @@ async fn run_blocks(
     Ok(end)
 }
 
-/// Checks the execute/fanout nesting cap for a unit about to nest one level deeper.
-pub(crate) fn deeper(depth: u32) -> Result<u32, RunError> {
-    let next = depth + 1;
+/// Checks the execute/fanout nesting cap for `caller` about to `op` (`execute` or
+/// `fanout`) `target` one level deeper; the message names the call that went too deep.
+pub(crate) fn deeper(caller: &Unit, op: &str, target: &str) -> Result<u32, RunError> {
+    let next = caller.depth + 1;
     if next > MAX_NESTING {
         return Err(RunError::new(
             RunErrorKind::Limit,
-            format!("execute and fanout nest at most {MAX_NESTING} levels deep"),
+            format!(
+                "`{}` cannot {op} `{}`: it already runs {} execute/fanout levels deep, and \
+                 execute and fanout nest at most {MAX_NESTING} levels (a section that executes \
+                 or fans out to itself, directly or through others, without an end?)",
+                caller.heading,
+                crate::error::quote_text(target, 160, false),
+                caller.depth
+            ),
         ));
     }
     Ok(next)

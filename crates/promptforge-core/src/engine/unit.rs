@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Run, Target, WalkCtx, WalkState, rfc3339};
+use super::{Cause, Run, Target, WalkCtx, WalkState, rfc3339};
 use crate::agent::{Host, RunAgent, SectionScope};
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
@@ -84,6 +84,8 @@ pub(crate) struct Unit {
     pub(crate) args: Json,
     /// `(item, 1-based index)` for a fanout arm.
     pub(crate) arm: Option<(Json, usize)>,
+    /// The sections `jump`, `execute`, `fanout` and `list_from_section` may name.
+    pub(crate) visible: Arc<Visible>,
     phase: AtomicU8,
     pub(crate) instructions: AtomicU64,
     /// When the current block started, and how long it has waited on host calls since.
@@ -103,25 +105,56 @@ pub(crate) struct Unit {
 impl Unit {
     pub(crate) fn h1(ctx: &WalkCtx, state: &WalkState) -> Arc<Self> {
         let title = &ctx.run.prompt.data.title;
-        Arc::new(Self::build(ctx, None, heading(1, title), 0, 0, state, None))
+        Arc::new(Self::build(
+            ctx,
+            None,
+            heading(1, title),
+            (0, 0),
+            state,
+            None,
+            Arc::new(Visible::Roots),
+        ))
     }
 
+    /// A section entered by `cause` (a walk, `jump` or `execute`).
     pub(crate) fn section(
         ctx: &WalkCtx,
         section: SectionId,
         state: &WalkState,
-        arm: Option<(Json, usize)>,
+        cause: Cause,
     ) -> Result<Arc<Self>, RunError> {
-        let (id, entered) = ctx.run.enter()?;
         let heading = ctx.run.prompt.data.sections[section].heading();
+        let ids = ctx.run.enter(cause, &heading)?;
         Ok(Arc::new(Self::build(
             ctx,
             Some(section),
             heading,
-            id,
-            entered,
+            ids,
             state,
-            arm,
+            None,
+            Arc::new(Visible::Section(section)),
+        )))
+    }
+
+    /// A fanout arm running `worker` over `item` (1-based `index`); `from` is the set the
+    /// worker was resolved from (the fanout caller's).
+    pub(crate) fn arm(
+        ctx: &WalkCtx,
+        worker: SectionId,
+        state: &WalkState,
+        (item, index): (Json, usize),
+        from: Arc<Visible>,
+    ) -> Result<Arc<Self>, RunError> {
+        let heading = ctx.run.prompt.data.sections[worker].heading();
+        let ids = ctx.run.enter(Cause::Fanout, &heading)?;
+        Ok(Arc::new(Self::build(
+            ctx,
+            Some(worker),
+            heading,
+            ids,
+            state,
+            Some((item, index)),
+            Arc::new(Visible::Arm { from, worker }),
         )))
     }
 
@@ -129,10 +162,10 @@ impl Unit {
         ctx: &WalkCtx,
         section: Option<SectionId>,
         heading: String,
-        id: u64,
-        entered: u64,
+        (id, entered): (u64, u64),
         state: &WalkState,
         arm: Option<(Json, usize)>,
+        visible: Arc<Visible>,
     ) -> Self {
         let trace = UnitTrace::new(unit_span(ctx, section, &heading, id, entered, &arm));
         Self {
@@ -148,6 +181,7 @@ impl Unit {
             start_reply: state.reply.clone(),
             args: state.args.clone(),
             arm,
+            visible,
             phase: AtomicU8::new(Phase::Body as u8),
             instructions: AtomicU64::new(0),
             clock: Mutex::new((Instant::now(), Duration::ZERO)),
@@ -282,8 +316,27 @@ impl Unit {
             return Err(self.kill(RunError::new(
                 RunErrorKind::InstructionBudget,
                 format!(
-                    "a Lua block ran for more than {} s (RunLimits::lua_block_time) and was aborted",
+                    "{} ran for more than {} s of running time (RunLimits::lua_block_time) and \
+                     was aborted",
+                    self.running_what(),
                     limit.as_secs_f64()
+                ),
+            )));
+        }
+        let run_max = self.run.limits.max_run_instructions.get();
+        let run_used = self
+            .run
+            .instructions
+            .fetch_add(steps, Ordering::Relaxed)
+            .saturating_add(steps);
+        if run_used > run_max {
+            return Err(self.kill(RunError::new(
+                RunErrorKind::InstructionBudget,
+                format!(
+                    "the run ran past its budget of {run_max} instructions across all its Lua \
+                     blocks (RunLimits::max_run_instructions) in {}: the sum of many blocks (a \
+                     loop over execute or fanout?)",
+                    self.running_what()
                 ),
             )));
         }
@@ -291,11 +344,22 @@ impl Unit {
             return Err(self.kill(RunError::new(
                 RunErrorKind::InstructionBudget,
                 format!(
-                    "a Lua block ran past its budget of {budget} instructions                      (RunLimits::lua_instructions) and was aborted (an endless loop?)"
+                    "{} ran past its budget of {budget} instructions \
+                     (RunLimits::lua_instructions) and was aborted (an endless loop?)",
+                    self.running_what()
                 ),
             )));
         }
         Ok(())
+    }
+
+    /// What the unit's VM is running, for a budget's message.
+    fn running_what(&self) -> &'static str {
+        match self.phase() {
+            Phase::SharedLoad => "the shared library (```lua shared```)",
+            Phase::ToolHandler => "a local tool handler",
+            Phase::Body => "a Lua block",
+        }
     }
 
     pub(crate) fn set_phase(&self, phase: Phase) {
@@ -328,8 +392,7 @@ impl Unit {
             .is_some()
     }
 
-    /// Resolves a heading address against this unit's visible set: its siblings (not
-    /// itself) and its direct children. The H1 sees the top-level sections.
+    /// Resolves a heading address against this unit's visible set ([`Visible`]).
     pub(crate) fn resolve(&self, address: &str) -> Result<Target, RunError> {
         let data = &self.run.prompt.data;
         let shown = crate::error::quote_text(address, 160, false);
@@ -342,65 +405,108 @@ impl Unit {
                 ),
             ));
         };
-        // O(1) lookups: a level may hold many thousands of sections.
+        if let Some(target) = self.visible.find(data, level, name) {
+            return Ok(target);
+        }
+        // The listing is capped: a level may hold thousands of sections.
+        const LISTED: usize = 20;
+        let all = self.visible.list(data);
+        let mut listed: Vec<String> = all
+            .iter()
+            .take(LISTED)
+            .map(|&id| format!("`{}`", data.sections[id].heading()))
+            .collect();
+        if all.len() > LISTED {
+            listed.push(format!("and {} more", all.len() - LISTED));
+        }
+        let listing = if listed.is_empty() {
+            "none".to_owned()
+        } else {
+            listed.join(", ")
+        };
+        let from = if self.arm.is_some() {
+            format!("a fanout arm of `{}`", self.heading)
+        } else {
+            format!("`{}`", self.heading)
+        };
+        Err(RunError::new(
+            RunErrorKind::Control,
+            format!("no section `{shown}` is visible from {from}; visible sections: {listing}"),
+        ))
+    }
+}
+
+/// The sections a unit may address with `jump`, `execute`, `fanout` and
+/// `list_from_section`, by heading level and name.
+#[derive(Debug)]
+pub(crate) enum Visible {
+    /// The H1 region: the top-level sections.
+    Roots,
+    /// A section: its siblings (not itself) and its direct children.
+    Section(SectionId),
+    /// A fanout arm: the set its worker was resolved from, minus the worker, plus the
+    /// worker's children (which shadow a same-named section of that set).
+    Arm {
+        /// The set the worker was resolved from (the fanout caller's).
+        from: Arc<Visible>,
+        /// The worker section.
+        worker: SectionId,
+    },
+}
+
+impl Visible {
+    /// The visible section at `level` named `name`, as a walk target. O(nesting): each
+    /// step is a map lookup.
+    fn find(&self, data: &PromptData, level: u8, name: &str) -> Option<Target> {
         let lookup = |parent: Option<SectionId>| {
             data.names
                 .get(&(parent, name.to_owned()))
                 .copied()
                 .filter(|&id| data.sections[id].level == level)
         };
-        match self.section {
-            None => {
-                if let Some(section) = lookup(None) {
-                    return Ok(Target::Child { section });
-                }
-            }
-            Some(id) => {
-                if let Some(section) = lookup(data.sections[id].parent).filter(|&s| s != id) {
-                    return Ok(Target::Sibling { section });
-                }
-                if let Some(section) = lookup(Some(id)) {
-                    return Ok(Target::Child { section });
-                }
-            }
+        match self {
+            Self::Roots => lookup(None).map(|section| Target::Child { section }),
+            Self::Section(id) => lookup(data.sections[*id].parent)
+                .filter(|s| s != id)
+                .map(|section| Target::Sibling { section })
+                .or_else(|| lookup(Some(*id)).map(|section| Target::Child { section })),
+            // An arm runs outside any walk, so every target starts a walk of its own.
+            Self::Arm { from, worker } => lookup(Some(*worker))
+                .or_else(|| {
+                    from.find(data, level, name)
+                        .map(Target::section)
+                        .filter(|s| s != worker)
+                })
+                .map(|section| Target::Child { section }),
         }
-        let (siblings, children) = self.visible(data);
-        // The listing is capped: a level may hold thousands of sections.
-        const LISTED: usize = 20;
-        let total = siblings.len() + children.len();
-        let mut visible: Vec<String> = siblings
-            .iter()
-            .chain(children.iter())
-            .take(LISTED)
-            .map(|&id| format!("`{}`", data.sections[id].heading()))
-            .collect();
-        if total > LISTED {
-            visible.push(format!("and {} more", total - LISTED));
-        }
-        let listing = if visible.is_empty() {
-            "none".to_owned()
-        } else {
-            visible.join(", ")
-        };
-        Err(RunError::new(
-            RunErrorKind::Control,
-            format!(
-                "no section `{shown}` is visible from `{}`; visible sections: {listing}",
-                self.heading
-            ),
-        ))
     }
 
-    fn visible<'d>(&self, data: &'d PromptData) -> (Vec<SectionId>, &'d [SectionId]) {
-        match self.section {
-            None => (Vec::new(), &data.roots),
-            Some(id) => {
-                let siblings = level_of(data, id)
+    /// Every visible section, for a not-found message: the nearest first.
+    fn list(&self, data: &PromptData) -> Vec<SectionId> {
+        match self {
+            Self::Roots => data.roots.clone(),
+            Self::Section(id) => level_of(data, *id)
+                .iter()
+                .copied()
+                .filter(|s| s != id)
+                .chain(data.sections[*id].children.iter().copied())
+                .collect(),
+            Self::Arm { from, worker } => {
+                let own = &data.sections[*worker].children;
+                let names: std::collections::HashSet<(u8, &str)> = own
                     .iter()
-                    .copied()
-                    .filter(|&s| s != id)
+                    .map(|&c| (data.sections[c].level, data.sections[c].name.as_str()))
                     .collect();
-                (siblings, &data.sections[id].children)
+                let shadowed = |s: SectionId| {
+                    names.contains(&(data.sections[s].level, data.sections[s].name.as_str()))
+                };
+                let mut all = own.clone();
+                all.extend(
+                    from.list(data)
+                        .into_iter()
+                        .filter(|&s| s != *worker && !shadowed(s)),
+                );
+                all
             }
         }
     }

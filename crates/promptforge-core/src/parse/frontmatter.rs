@@ -3,6 +3,7 @@
 use std::num::NonZeroU32;
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 use super::error::{ParseError, ParseErrorKind};
 use crate::store::validate_path;
@@ -88,23 +89,24 @@ impl Frontmatter {
     }
 }
 
-#[derive(Deserialize)]
+/// The frontmatter as written: each value with where it is, so an error can point at it.
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawFrontmatter {
-    name: Option<Scalar>,
-    description: Option<Scalar>,
-    promptforge: Option<Scalar>,
-    version: Option<Scalar>,
-    max_tool_iterations: Option<i64>,
+    name: Option<Spanned<Scalar>>,
+    description: Option<Spanned<Scalar>>,
+    promptforge: Option<Spanned<Scalar>>,
+    version: Option<Spanned<Scalar>>,
+    max_tool_iterations: Option<Spanned<i64>>,
     input: Option<RawFileDeclaration>,
     output: Option<RawFileDeclaration>,
-    default_return: Option<Scalar>,
+    default_return: Option<Spanned<Scalar>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFileDeclaration {
-    path: String,
+    path: Spanned<String>,
     #[serde(default)]
     description: String,
 }
@@ -136,6 +138,8 @@ pub(crate) struct Split<'a> {
     pub(crate) yaml: &'a str,
     /// The 1-based line of the first YAML line.
     pub(crate) yaml_line: usize,
+    /// The byte offset of the first YAML line in the source.
+    pub(crate) yaml_offset: usize,
     /// The byte offset where the Markdown body starts.
     pub(crate) body_offset: usize,
 }
@@ -155,6 +159,7 @@ pub(crate) fn split(source: &str) -> Option<Split<'_>> {
             return Some(Split {
                 yaml: &source[yaml_start..offset],
                 yaml_line: 2,
+                yaml_offset: yaml_start,
                 body_offset: offset + line.len(),
             });
         }
@@ -206,28 +211,70 @@ fn major_of(value: &str) -> Option<u32> {
     major.parse().ok()
 }
 
-/// Parses and validates the frontmatter YAML.
-pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
-    let at = |line: usize| line + split.yaml_line - 1;
-    let raw: RawFrontmatter = if split.yaml.trim().is_empty() {
-        RawFrontmatter {
-            name: None,
-            description: None,
-            promptforge: None,
-            version: None,
-            max_tool_iterations: None,
-            input: None,
-            output: None,
-            default_return: None,
+impl Split<'_> {
+    /// The error located at a YAML position: its line in the file, and a span (so a
+    /// column) over the value when the library knows the bytes.
+    fn locate(&self, error: ParseError, location: &serde_saphyr::Location) -> ParseError {
+        let Ok(line) = usize::try_from(location.line()) else {
+            return error;
+        };
+        if line == 0 {
+            return error;
         }
+        let file_line = line + self.yaml_line - 1;
+        let span = location.span();
+        let start = span
+            .byte_offset()
+            .and_then(|b| usize::try_from(b).ok())
+            .or_else(|| {
+                // From the 1-based column (in characters) on the line.
+                let text = self.yaml.split_inclusive('\n').nth(line - 1)?;
+                let line_start = self
+                    .yaml
+                    .split_inclusive('\n')
+                    .take(line - 1)
+                    .map(str::len)
+                    .sum::<usize>();
+                let column = usize::try_from(location.column()).ok()?.max(1);
+                let within = text
+                    .char_indices()
+                    .nth(column - 1)
+                    .map_or(text.len(), |(i, _)| i);
+                Some(line_start + within)
+            });
+        let Some(start) = start.filter(|&s| s <= self.yaml.len()) else {
+            return error.at(file_line, None);
+        };
+        let len = span
+            .byte_len()
+            .and_then(|b| usize::try_from(b).ok())
+            .filter(|&l| l > 0)
+            .unwrap_or_else(|| {
+                // The rest of the line: a value the library gave no length for.
+                self.yaml[start..]
+                    .find('\n')
+                    .unwrap_or(self.yaml.len() - start)
+            });
+        let end = (start + len).min(self.yaml.len());
+        error.at(
+            file_line,
+            Some(self.yaml_offset + start..self.yaml_offset + end),
+        )
+    }
+}
+
+/// Parses and validates the frontmatter YAML. Every error points at the line and column of
+/// the value it is about (a missing field at the opening `---`).
+pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
+    let raw: RawFrontmatter = if split.yaml.trim().is_empty() {
+        RawFrontmatter::default()
     } else {
         serde_saphyr::from_str(split.yaml).map_err(|error| yaml_error(&error, split))?
     };
 
-    let promptforge = raw
-        .promptforge
-        .ok_or_else(|| missing("promptforge"))?
-        .into_text();
+    let promptforge_spanned = raw.promptforge.ok_or_else(|| missing("promptforge"))?;
+    let promptforge_at = promptforge_spanned.referenced;
+    let promptforge = promptforge_spanned.value.into_text();
     // A number too large for any version is an unsupported version, named as written.
     let written = written_version(split.yaml).unwrap_or_else(|| promptforge.clone());
     let digits = written.split('.').next().unwrap_or("");
@@ -235,81 +282,112 @@ pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
         && !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
     {
-        return Err(ParseError::new(
-            ParseErrorKind::UnsupportedVersion,
-            format!(
-                "this prompt declares `promptforge: {}`, but this runtime supports only major \
-                 version {SUPPORTED_MAJOR}",
-                crate::error::quote_text(&written, 40, false)
+        return Err(split.locate(
+            ParseError::new(
+                ParseErrorKind::UnsupportedVersion,
+                format!(
+                    "this prompt declares `promptforge: {}`, but this runtime supports only \
+                     major version {SUPPORTED_MAJOR}",
+                    crate::error::quote_text(&written, 40, false)
+                ),
             ),
-        )
-        .at(at(1), None));
+            &promptforge_at,
+        ));
     }
     let major = major_of(&promptforge).ok_or_else(|| {
-        ParseError::new(
-            ParseErrorKind::InvalidField,
-            format!(
-                "frontmatter field `promptforge` must be a version number, found `{promptforge}`"
+        split.locate(
+            ParseError::new(
+                ParseErrorKind::InvalidField,
+                format!(
+                    "frontmatter field `promptforge` must be a version number, found `{}`",
+                    crate::error::quote_text(&promptforge, 40, false)
+                ),
             ),
+            &promptforge_at,
         )
     })?;
     if major != SUPPORTED_MAJOR {
-        return Err(ParseError::new(
-            ParseErrorKind::UnsupportedVersion,
-            format!(
-                "this prompt declares `promptforge: {promptforge}`, but this runtime supports only \
-                 major version {SUPPORTED_MAJOR}; upgrade promptforge to run it"
+        return Err(split.locate(
+            ParseError::new(
+                ParseErrorKind::UnsupportedVersion,
+                format!(
+                    "this prompt declares `promptforge: {promptforge}`, but this runtime \
+                     supports only major version {SUPPORTED_MAJOR}; upgrade promptforge to run it"
+                ),
             ),
-        )
-        .at(at(1), None));
-    }
-
-    let name = raw.name.ok_or_else(|| missing("name"))?.into_text();
-    if name.trim().is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
-        return Err(invalid(
-            "name",
-            "must be a non-empty single line of at most 128 bytes",
+            &promptforge_at,
         ));
     }
-    let description = raw
-        .description
-        .ok_or_else(|| missing("description"))?
-        .into_text();
+
+    let name_spanned = raw.name.ok_or_else(|| missing("name"))?;
+    let name = name_spanned.value.into_text();
+    if name.trim().is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
+        return Err(split.locate(
+            invalid(
+                "name",
+                "must be a non-empty single line of at most 128 bytes",
+            ),
+            &name_spanned.referenced,
+        ));
+    }
+    let description_spanned = raw.description.ok_or_else(|| missing("description"))?;
+    let description = description_spanned.value.into_text();
     if description.trim().is_empty() {
-        return Err(invalid("description", "must not be empty"));
+        return Err(split.locate(
+            invalid("description", "must not be empty"),
+            &description_spanned.referenced,
+        ));
     }
 
-    let max_tool_iterations = match raw.max_tool_iterations {
+    let max_tool_iterations = match &raw.max_tool_iterations {
         None => NonZeroU32::new(DEFAULT_MAX_TOOL_ITERATIONS),
-        Some(value) => u32::try_from(value)
+        Some(value) => u32::try_from(value.value)
             .ok()
             .filter(|v| *v <= MAX_TOOL_ITERATIONS_CEILING)
             .and_then(NonZeroU32::new),
     }
     .ok_or_else(|| {
-        invalid(
+        let error = invalid(
             "max_tool_iterations",
             &format!("must be an integer between 1 and {MAX_TOOL_ITERATIONS_CEILING}"),
-        )
+        );
+        match &raw.max_tool_iterations {
+            Some(value) => split.locate(error, &value.referenced),
+            None => error,
+        }
     })?;
 
     Ok(Frontmatter {
         name,
         description,
         promptforge: major,
-        version: raw.version.map(Scalar::into_text),
+        version: raw.version.map(|v| v.value.into_text()),
         max_tool_iterations,
-        input: raw.input.map(|d| declaration("input", d)).transpose()?,
-        output: raw.output.map(|d| declaration("output", d)).transpose()?,
-        default_return: raw.default_return.map(Scalar::into_text),
+        input: raw
+            .input
+            .map(|d| declaration(split, "input", d))
+            .transpose()?,
+        output: raw
+            .output
+            .map(|d| declaration(split, "output", d))
+            .transpose()?,
+        default_return: raw.default_return.map(|v| v.value.into_text()),
     })
 }
 
-fn declaration(field: &str, raw: RawFileDeclaration) -> Result<FileDeclaration, ParseError> {
-    validate_path(&raw.path)
-        .map_err(|error| invalid(&format!("{field}.path"), &error.to_string()))?;
+fn declaration(
+    split: &Split<'_>,
+    field: &str,
+    raw: RawFileDeclaration,
+) -> Result<FileDeclaration, ParseError> {
+    validate_path(&raw.path.value).map_err(|error| {
+        split.locate(
+            invalid(&format!("{field}.path"), &error.to_string()),
+            &raw.path.referenced,
+        )
+    })?;
     Ok(FileDeclaration {
-        path: raw.path,
+        path: raw.path.value,
         description: raw.description,
     })
 }
@@ -353,7 +431,8 @@ fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
             .unwrap_or_else(|| "a key".to_owned());
         format!("frontmatter: the key {key} appears more than once; keep one of them")
     } else if lower.contains("alias") || lower.contains("nodes") || lower.contains("budget") {
-        "frontmatter: its YAML aliases expand to too much data; write the values out instead          of repeating `*alias` references"
+        "frontmatter: its YAML aliases expand to too much data; write the values out instead \
+         of repeating `*alias` references"
             .to_owned()
     } else if lower.contains("tab") {
         "frontmatter: a tab character indents this line; YAML indentation uses spaces only"
@@ -361,10 +440,13 @@ fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
     } else {
         format!("frontmatter: {}", first_line_without_location(&text))
     };
-    let error = ParseError::new(kind, crate::error::quote_text(&message, 400, false));
-    match line {
-        Some(line) => error.at(line, None),
-        None => error,
+    let parsed = ParseError::new(kind, crate::error::quote_text(&message, 400, false));
+    match error.location() {
+        Some(location) => split.locate(parsed, &location),
+        None => match line {
+            Some(line) => parsed.at(line, None),
+            None => parsed,
+        },
     }
 }
 

@@ -20,6 +20,7 @@ pub(crate) enum Segment {
 impl Template {
     /// Parses `text`, whose first byte sits at `offset` in the file, on 1-based `line`.
     pub(crate) fn parse(text: &str, offset: usize, line: usize) -> Result<Self, ParseError> {
+        reject_equals_form(text, offset, line)?;
         let mut segments = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
@@ -28,13 +29,13 @@ impl Template {
         let (mut counted, mut newlines) = (0usize, 0usize);
         while let Some(at) = rest.find("{{") {
             if at > 0 && rest.as_bytes()[at - 1] == b'\\' {
-                literal.push_str(&rest[..at - 1]);
+                literal.push_str(&unescape(&rest[..at - 1]));
                 literal.push_str("{{");
                 rest = &rest[at + 2..];
                 consumed += at + 2;
                 continue;
             }
-            literal.push_str(&rest[..at]);
+            literal.push_str(&unescape(&rest[..at]));
             let open = consumed + at;
             let after = &rest[at + 2..];
             newlines += text.as_bytes()[counted..open]
@@ -69,7 +70,7 @@ impl Template {
             rest = &after[close + 2..];
             consumed = open + 2 + close + 2;
         }
-        literal.push_str(rest);
+        literal.push_str(&unescape(rest));
         if !literal.is_empty() {
             segments.push(Segment::Text(literal));
         }
@@ -81,6 +82,56 @@ impl Template {
     pub(crate) fn is_literal(&self) -> bool {
         self.segments.iter().all(|s| matches!(s, Segment::Text(_)))
     }
+}
+
+/// Literal text with its `\{=` escapes resolved to `{=`.
+fn unescape(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains("\\{=") {
+        std::borrow::Cow::Owned(text.replace("\\{=", "{="))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// Refuses a `{= … =}` form (the guide's Getting Started writes `{= content =}` once, but
+/// only `{{ path }}` is a placeholder): sent as is, the model would get the placeholder
+/// instead of the value. `\{=` writes a literal `{=`. Linear: the first unescaped `{=`
+/// that a `=}` closes is the error, and without a `=}` none after it can be closed.
+fn reject_equals_form(text: &str, offset: usize, line: usize) -> Result<(), ParseError> {
+    let mut search = 0;
+    while let Some(found) = text[search..].find("{=") {
+        let open = search + found;
+        if open > 0 && text.as_bytes()[open - 1] == b'\\' {
+            search = open + 2;
+            continue;
+        }
+        let Some(close) = text[open + 2..].find("=}") else {
+            return Ok(());
+        };
+        let inner = text[open + 2..open + 2 + close].trim();
+        let suggestion = if parse_path(inner).is_ok() {
+            format!("`{{{{ {inner} }}}}`")
+        } else {
+            "`{{ name }}`".to_owned()
+        };
+        let here = line
+            + text.as_bytes()[..open]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+        let shown = crate::error::quote_text(inner, 80, false);
+        return Err(ParseError::new(
+            ParseErrorKind::Template,
+            format!(
+                "`{{= {shown} =}}` is not a placeholder and would reach the model as written; \
+                 write {suggestion} to insert a value (a placeholder reads args, reply, var, sys, \
+                 item or a global the section's Lua sets without `local`), or `\\{{=` for a \
+                 literal `{{=`"
+            ),
+        )
+        .at(here, Some(offset + open..offset + open + 2 + close + 2)));
+    }
+    Ok(())
 }
 
 pub(crate) fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
@@ -132,6 +183,29 @@ mod tests {
             t.segments,
             [Segment::Text("use {{ name }} literally".into())]
         );
+    }
+
+    #[test]
+    fn equals_forms_are_refused_unless_escaped() {
+        let error = Template::parse("Read:\n\n{= content =} and {{ args }}", 50, 3).unwrap_err();
+        assert_eq!(error.kind(), ParseErrorKind::Template);
+        assert_eq!(error.line(), Some(5));
+        assert_eq!(error.span(), Some(57..70));
+        assert!(error.message().contains("`{{ content }}`"), "{error}");
+        let t = Template::parse(r"write \{= x =} or {{ args }}; a {= alone", 0, 1).unwrap();
+        assert_eq!(
+            t.segments,
+            [
+                Segment::Text("write {= x =} or ".into()),
+                Segment::Placeholder {
+                    path: vec!["args".into()],
+                    raw: "args".into()
+                },
+                Segment::Text("; a {= alone".into()),
+            ]
+        );
+        let odd = Template::parse("{= 1 + 2 =}", 0, 1).unwrap_err();
+        assert!(odd.message().contains("`{{ name }}`"), "{odd}");
     }
 
     #[test]

@@ -4,7 +4,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
-use promptforge_tool_picker::{Catalog, ToolDescriptor};
+use promptforge_tool_picker::{
+    BuildError, Catalog, Config, LazyPicker, ToolDescriptor, ToolPicker,
+};
 
 use super::{Tool, ToolId};
 
@@ -108,6 +110,19 @@ impl ToolCatalog {
                 )
             })
             .collect()
+    }
+
+    /// The tool picker over this catalog with the default configuration, built now: it
+    /// loads the compiled-in embedding model (about a second) and embeds every tool. This
+    /// is the picker [`ResolutionContext::new`](crate::ResolutionContext::new) wants.
+    pub fn picker(&self) -> Result<ToolPicker, BuildError> {
+        ToolPicker::build(self.picker_catalog(), Config::default())
+    }
+
+    /// The tool picker over this catalog, built only when a run first binds a tool or a
+    /// model: the picker [`ResolutionContext::lazy`](crate::ResolutionContext::lazy) wants.
+    pub fn lazy_picker(&self) -> LazyPicker {
+        LazyPicker::new(self.picker_catalog(), Config::default())
     }
 }
 

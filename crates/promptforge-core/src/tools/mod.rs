@@ -41,6 +41,21 @@ pub trait Tool: Send + Sync {
     /// Runs the tool with the raw JSON arguments string the model produced.
     async fn call(&self, arguments: &str) -> Result<ToolOutput, ToolError>;
 
+    /// Runs the tool for a run whose model and gateway requests are bounded by `limits`
+    /// (`RunLimits::request_timeout` and `RunLimits::max_response_bytes`). The tool loop
+    /// calls this; the default calls [`Tool::call`]. A tool that makes requests of its own
+    /// overrides it to honour the run's limits, as the built-in [`WebSearch`] does. Either
+    /// way the tool loop ends a call that outlives `limits.timeout` and refuses an output
+    /// larger than `limits.max_response_bytes` (both go back to the model as a failed call).
+    async fn call_within(
+        &self,
+        arguments: &str,
+        limits: crate::client::RequestLimits,
+    ) -> Result<ToolOutput, ToolError> {
+        let _ = limits;
+        self.call(arguments).await
+    }
+
     /// Whether the tool's output comes from a third party (the `untrusted` handle flag).
     /// Each [`ToolOutput`] still carries its own trust mark, which is what the tool loop
     /// honours.

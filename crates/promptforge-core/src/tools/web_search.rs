@@ -19,7 +19,8 @@ pub struct WebSearch {
     id: ToolId,
     client: GatewayClient,
     parameters: Json,
-    limits: RequestLimits,
+    /// Limits set with [`WebSearch::with_limits`]: a ceiling over the run's.
+    limits: Option<RequestLimits>,
 }
 
 impl WebSearch {
@@ -43,14 +44,32 @@ impl WebSearch {
                 "required": ["query"],
                 "additionalProperties": false
             }),
-            limits: RequestLimits::default(),
+            limits: None,
         }
     }
 
-    /// Replaces the per-request limits.
+    /// Caps every search request at `limits`. In a run, the run's own limits
+    /// (`RunLimits::request_timeout`, `RunLimits::max_response_bytes`) apply too and the
+    /// tighter of the two wins; without this, the run's limits alone apply (and
+    /// [`RequestLimits::default`] when the tool is called outside a run).
     pub fn with_limits(mut self, limits: RequestLimits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
         self
+    }
+
+    async fn search(
+        &self,
+        arguments: &str,
+        limits: RequestLimits,
+    ) -> Result<ToolOutput, ToolError> {
+        let body = validate(arguments)?;
+        match self.client.web_search(&body, limits).await {
+            Ok(text) => Ok(ToolOutput::untrusted(text)),
+            Err(error) => Err(match error.kind() {
+                CompletionErrorKind::Transport => ToolError::transport(error.to_string()),
+                _ => ToolError::backend(error.to_string()),
+            }),
+        }
     }
 }
 
@@ -151,14 +170,17 @@ impl Tool for WebSearch {
     }
 
     async fn call(&self, arguments: &str) -> Result<ToolOutput, ToolError> {
-        let body = validate(arguments)?;
-        match self.client.web_search(&body, self.limits).await {
-            Ok(text) => Ok(ToolOutput::untrusted(text)),
-            Err(error) => Err(match error.kind() {
-                CompletionErrorKind::Transport => ToolError::transport(error.to_string()),
-                _ => ToolError::backend(error.to_string()),
-            }),
-        }
+        self.search(arguments, self.limits.unwrap_or_default())
+            .await
+    }
+
+    async fn call_within(
+        &self,
+        arguments: &str,
+        limits: RequestLimits,
+    ) -> Result<ToolOutput, ToolError> {
+        let limits = self.limits.map_or(limits, |own| own.min(limits));
+        self.search(arguments, limits).await
     }
 }
 

@@ -19,6 +19,7 @@ import time
 import urllib.request
 
 import anyio
+import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -264,6 +265,191 @@ async def reload(client, args):
 
 PROMPT = "---\nname: {name}\ndescription: {description}\npromptforge: 1\n---\n\n# T\n\n```lua\n{body}\n```\n"
 
+# Log messages (notifications/message) each client received, by client label.
+LOGS = {}
+
+
+def log_collector(label):
+    LOGS[label] = []
+
+    async def on_log(params):
+        LOGS[label].append(params)
+
+    return on_log
+
+
+def logs_of(label, run_id):
+    return [m for m in LOGS[label] if isinstance(m.data, dict) and m.data.get("run_id") == run_id]
+
+
+async def wait_logs(label, run_id, count, what):
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while len(logs_of(label, run_id)) < count:
+        assert time.monotonic() < deadline, f"{what}: got {logs_of(label, run_id)}"
+        await anyio.sleep(0.02)
+    return logs_of(label, run_id)
+
+
+def write_prompts(args, prompts):
+    for name, body in prompts.items():
+        with open(os.path.join(args.dir, "prompts", f"{name}.md"), "w") as f:
+            f.write(PROMPT.format(name=name, description=f"The {name} test prompt", body=body))
+
+
+LOGGING_PROMPTS = {
+    "logger": 'log("checkpoint one")\nlog("checkpoint two")\nreturn "logged"',
+    "failing": 'log("about to fail")\nerror("it broke")',
+}
+
+
+async def logging_scenario(client, args):
+    # A run's log() checkpoints (info) and its failure (error) reach the client that started
+    # it as notifications/message, naming the run; logging/setLevel filters them.
+    await wait_listing(client, lambda p: "logger" in p and "failing" in p, "the logging prompts")
+    data = await run(client, prompt="logger", args="x")
+    assert data["value"] == "logged", data
+    logs = await wait_logs("main", data["run_id"], 2, "the two checkpoints")
+    assert [(m.level, m.logger, m.data["message"], m.data["prompt"], m.data["section"]) for m in logs] == [
+        ("info", "promptforge", "checkpoint one", "logger", "# T"),
+        ("info", "promptforge", "checkpoint two", "logger", "# T"),
+    ], logs
+    failed = await run(client, prompt="failing")
+    assert failed["status"] == "failed", failed
+    logs = await wait_logs("main", failed["run_id"], 2, "the checkpoint and the failure")
+    assert [m.level for m in logs] == ["info", "error"], logs
+    assert logs[0].data["message"] == "about to fail" and "it broke" in logs[1].data["error"], logs
+    if args.mode == "legacy":
+        # At `error`, checkpoints stop and failures still arrive.
+        await client.set_logging_level("error")
+        quiet = await run(client, prompt="logger", args="y")
+        again = await run(client, prompt="failing")
+        logs = await wait_logs("main", again["run_id"], 1, "the failure at level error")
+        assert [m.level for m in logs] == ["error"], logs
+        assert logs_of("main", quiet["run_id"]) == [], LOGS["main"]
+        await client.set_logging_level("info")
+    if args.url:
+        # Another client of the same server never sees this client's messages.
+        async with Client(http_server(args), mode=args.mode, logging_callback=log_collector("other"), log_level="info") as other:
+            mine = await run(client, prompt="logger", args="mine")
+            theirs = record(await other.call_tool("run_prompt", {"prompt": "logger", "args": "theirs"}))
+            await wait_logs("other", theirs["run_id"], 2, "the other client's own checkpoints")
+            await wait_logs("main", mine["run_id"], 2, "this client's checkpoints")
+            assert {m.data["run_id"] for m in LOGS["other"]} == {theirs["run_id"]}, LOGS["other"]
+            assert theirs["run_id"] not in {m.data["run_id"] for m in LOGS["main"]}, LOGS["main"]
+
+
+async def drop(client, args):
+    # The client goes away in the middle of an attached call: no resume follows, so after
+    # the server's resume_grace the run is cancelled (checked by `after_drop`).
+    async with anyio.create_task_group() as group:
+        group.start_soon(client.call_tool, "run_prompt", {"prompt": "greet", "args": "SLOW"})
+        while upstream(args, "/control/stats")["waiting"] == 0:
+            await anyio.sleep(0.02)
+        print(f"drop ({args.mode}): ok", flush=True)
+        os._exit(0)
+
+
+async def after_drop(client, args):
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while upstream(args, "/control/stats")["cancelled"] == 0:
+        assert time.monotonic() < deadline, "the dropped client's run was never cancelled"
+        await anyio.sleep(0.05)
+    assert upstream(args, "/control/stats")["waiting"] == 0
+    # The run's slot came free.
+    assert (await run(client, prompt="echo", args="after"))["value"] == "after"
+
+
+class CutFirstCall(httpx2.AsyncBaseTransport):
+    """Cuts the first tools/call response stream after its first event, as a dropped
+    connection would; the SDK then resumes it with Last-Event-ID."""
+
+    def __init__(self):
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.cut = False
+        self.resumed = False
+
+    async def handle_async_request(self, request):
+        if request.method == "GET" and request.headers.get("last-event-id"):
+            self.resumed = True
+        body = await request.aread() if request.method == "POST" else b""
+        response = await self.inner.handle_async_request(request)
+        if self.cut or b'"tools/call"' not in body:
+            return response
+        self.cut = True
+        return httpx2.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=CutStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+class CutStream(httpx2.AsyncByteStream):
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __aiter__(self):
+        seen = b""
+        async for chunk in self.inner:
+            yield chunk
+            seen += chunk
+            if b"\n\n" in seen:
+                break
+        await self.inner.aclose()
+        raise httpx2.ReadError("the test cut the connection")
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+CUT = CutFirstCall()
+
+
+async def resume(client, args):
+    # The call's stream drops; the SDK resumes it with Last-Event-ID after the server's
+    # retry hint, within resume_grace: the run goes on, and its answer arrives.
+    grace = float(os.environ["PF_RESUME_GRACE_S"])
+    result = {}
+    async with anyio.create_task_group() as group:
+        async def call():
+            result["data"] = record(await client.call_tool("run_prompt", {"prompt": "greet", "args": "SLOW"}))
+
+        group.start_soon(call)
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while not (CUT.cut and CUT.resumed and upstream(args, "/control/stats")["waiting"] == 1):
+            assert time.monotonic() < deadline, (CUT.cut, CUT.resumed)
+            await anyio.sleep(0.02)
+        # Longer than the grace period: a resumed call is never cancelled.
+        await anyio.sleep(grace + 1)
+        assert upstream(args, "/control/stats")["cancelled"] == 0
+        upstream(args, "/control/release", "POST")
+    data = result["data"]
+    assert data["status"] == "completed" and data["value"] == "Echo: Hello, SLOW!", data
+
+
+async def background(client, args):
+    # A run past reply_deadline was handed its run id: its client going away cancels nothing.
+    data = await run(client, prompt="greet", args="SLOW")
+    assert data["status"] == "running", data
+    with open(os.path.join(args.dir, "background.run"), "w") as f:
+        f.write(data["run_id"])
+    print(f"background ({args.mode}): ok", flush=True)
+    os._exit(0)
+
+
+async def after_background(client, args):
+    with open(os.path.join(args.dir, "background.run")) as f:
+        run_id = f.read()
+    await anyio.sleep(float(os.environ["PF_RESUME_GRACE_S"]) + 1)
+    assert upstream(args, "/control/stats")["cancelled"] == 0
+    assert (await poll_once(client, run_id))["status"] == "running"
+    upstream(args, "/control/release", "POST")
+    done = await poll(client, run_id)
+    assert done["value"] == "Echo: Hello, SLOW!", done
+
 async def smoke(client, args):
     names = [t.name for t in (await client.list_tools()).tools]
     assert names[:3] == ["list_prompts", "run_prompt", "check_run"], names
@@ -273,7 +459,33 @@ async def smoke(client, args):
     assert data["status"] == "completed" and data["value"] == "hello", data
 
 
-SCENARIOS = {"smoke": smoke, "basics": basics, "paging": paging, "deadline": deadline, "cancel": cancel, "reload": reload}
+SCENARIOS = {
+    "smoke": smoke,
+    "basics": basics,
+    "paging": paging,
+    "deadline": deadline,
+    "cancel": cancel,
+    "reload": reload,
+    "logging": logging_scenario,
+    "drop": drop,
+    "after_drop": after_drop,
+    "resume": resume,
+    "background": background,
+    "after_background": after_background,
+}
+
+
+def http_server(args, transport=None):
+    headers = {"Authorization": f"Bearer {args.token}"}
+    if transport is None:
+        http = create_mcp_http_client(headers=headers)
+    else:
+        http = httpx2.AsyncClient(
+            headers=headers,
+            transport=transport,
+            timeout=httpx2.Timeout(30.0, read=300.0),
+        )
+    return streamable_http_client(args.url, http_client=http)
 
 
 async def main():
@@ -297,10 +509,16 @@ async def main():
     elif args.stdio:
         server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=dict(os.environ), cwd=args.dir)
     else:
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {args.token}"})
-        server = streamable_http_client(args.url, http_client=http)
+        server = http_server(args, CUT if args.scenario == "resume" else None)
+    if args.scenario == "logging":
+        write_prompts(args, LOGGING_PROMPTS)
+    options = {}
+    if args.scenario == "logging":
+        # Handshake-era connections get logs per logging/setLevel (info until set); a
+        # 2026-07-28 connection opts in per request (log_level stamps every request's _meta).
+        options = {"logging_callback": log_collector("main"), "log_level": "info"}
     with anyio.fail_after(240):
-        async with Client(server, mode=args.mode) as client:
+        async with Client(server, mode=args.mode, **options) as client:
             print(f"connected: protocol {client.protocol_version}", file=sys.stderr)
             await SCENARIOS[args.scenario](client, args)
     print(f"{args.scenario} ({args.mode}): ok")

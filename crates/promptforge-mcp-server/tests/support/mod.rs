@@ -225,6 +225,8 @@ pub struct Knobs {
     pub admission: &'static str,
     /// `[server].watch`.
     pub watch: bool,
+    /// `[server].resume_grace`.
+    pub resume_grace: &'static str,
 }
 
 impl Default for Knobs {
@@ -235,6 +237,7 @@ impl Default for Knobs {
             max_runs: 4,
             admission: "30s",
             watch: true,
+            resume_grace: "10s",
         }
     }
 }
@@ -245,8 +248,13 @@ pub fn write_config(dir: &Path, upstream: &str, knobs: &Knobs) -> PathBuf {
     std::fs::write(
         &path,
         format!(
-            "[server]\nbind = \"{}\"\napi_key = \"${{PF_TEST_MCP_KEY}}\"\nmax_concurrent_runs = {}\nadmission_timeout = \"{}\"\nreply_deadline = \"{}\"\nwatch = {}\nwatch_debounce = \"100ms\"\n\n[gateway]\nurl = \"{upstream}/v1\"\napi_key = \"${{PF_TEST_GATEWAY_KEY}}\"\n\n[catalog]\ninclude = [\"**/*.md\"]\nexclude = [\"README.md\"]\n",
-            knobs.bind, knobs.max_runs, knobs.admission, knobs.reply_deadline, knobs.watch
+            "[server]\nbind = \"{}\"\napi_key = \"${{PF_TEST_MCP_KEY}}\"\nmax_concurrent_runs = {}\nadmission_timeout = \"{}\"\nreply_deadline = \"{}\"\nwatch = {}\nwatch_debounce = \"100ms\"\nresume_grace = \"{}\"\n\n[gateway]\nurl = \"{upstream}/v1\"\napi_key = \"${{PF_TEST_GATEWAY_KEY}}\"\n\n[catalog]\ninclude = [\"**/*.md\"]\nexclude = [\"README.md\"]\n",
+            knobs.bind,
+            knobs.max_runs,
+            knobs.admission,
+            knobs.reply_deadline,
+            knobs.watch,
+            knobs.resume_grace
         ),
     )
     .unwrap();
@@ -350,6 +358,18 @@ impl Server {
 
 /// Runs a Python scenario; panics with its output when it fails.
 pub async fn scenario(name: &str, mode: &str, dir: &Path, upstream: &str, target: &[String]) {
+    scenario_with(name, mode, dir, upstream, target, &[]).await;
+}
+
+/// [`scenario`] with extra environment variables for the script.
+pub async fn scenario_with(
+    name: &str,
+    mode: &str,
+    dir: &Path,
+    upstream: &str,
+    target: &[String],
+    env: &[(&str, &str)],
+) {
     let python = python().expect("checked by the caller");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/client.py");
     let mut command = tokio::process::Command::new(python);
@@ -366,6 +386,9 @@ pub async fn scenario(name: &str, mode: &str, dir: &Path, upstream: &str, target
         )
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
     let output = tokio::time::timeout(Duration::from_secs(300), command.output())
         .await
         .expect("the Python scenario did not finish in 300 s")
