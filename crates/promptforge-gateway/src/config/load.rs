@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use super::env::EnvLayers;
-use super::interpolate::{InterpolateError, interpolate_value};
+use super::interpolate::interpolate_value;
 use super::raw::{
     RawDominion, RawEndpoint, RawFile, RawLocal, RawLocalModel, RawModel, RawServer, RawWebSearch,
 };
@@ -124,13 +124,12 @@ fn read_file_shown(real: &Path, path: &Path, env: &EnvLayers) -> Result<RawFile,
     toml::from_str::<RawFile>(&text).map_err(parse_error)?;
     let mut value: toml::Value = toml::from_str(&text).map_err(parse_error)?;
     interpolate_value(&mut value, env, "").map_err(|(key, err)| {
-        let message = match err {
-            InterpolateError::Unresolved(name) => {
-                format!("environment variable `{}` is not set", files::quote(&name))
-            }
-            InterpolateError::Malformed(why) => why,
-        };
-        ConfigError::new(ConfigErrorKind::Interpolation, path, Some(key), message)
+        ConfigError::new(
+            ConfigErrorKind::Interpolation,
+            path,
+            Some(key),
+            err.to_string(),
+        )
     })?;
     value.try_into::<RawFile>().map_err(|err| {
         ConfigError::new(
