@@ -183,6 +183,8 @@ pub(crate) struct Sourced<T> {
 #[derive(Debug, Default)]
 pub(crate) struct Merged {
     pub(crate) chain: Vec<PathBuf>,
+    /// The same files, canonical (symbolic links resolved, absolute).
+    pub(crate) canonical_chain: Vec<PathBuf>,
     pub(crate) models_allowlist: Option<Sourced<Vec<String>>>,
     pub(crate) server: RawServer,
     pub(crate) local: RawLocal,
@@ -247,9 +249,11 @@ impl Merged {
         &mut self,
         index: &mut MergeIndex,
         file: &Path,
+        canonical: &Path,
         raw: RawFile,
     ) -> Result<(), ConfigError> {
         self.chain.push(file.to_path_buf());
+        self.canonical_chain.push(canonical.to_path_buf());
         if let Some(models) = raw.models {
             self.models_allowlist = Some(Sourced {
                 file: file.to_path_buf(),
@@ -419,7 +423,7 @@ fn resolve(
         resolve(&real_target, &target, depth + 1, walk, env)?;
     }
     walk.stack.pop();
-    walk.merged.absorb(&mut walk.index, path, raw)
+    walk.merged.absorb(&mut walk.index, path, &canonical, raw)
 }
 
 /// `path` with `.` components dropped and `dir/..` pairs folded, for display only (files
