@@ -143,7 +143,10 @@ fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let mut test_only: BTreeSet<Vec<String>> = BTreeSet::new();
     for file in &files {
         let module = module_of(file);
-        if matches!(module.first().map(String::as_str), Some("lib" | "main" | "tests")) {
+        if matches!(
+            module.first().map(String::as_str),
+            Some("lib" | "main" | "tests")
+        ) {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();
@@ -264,7 +267,11 @@ fn no_directory_imports_itself_in_a_circle() {
             .collect();
         if let Some(found) = circle(&siblings) {
             let names: Vec<String> = found.iter().map(|m| m.join("::")).collect();
-            panic!("a circle in src/{}: {}", parent.join("/"), names.join(" -> "));
+            panic!(
+                "a circle in src/{}: {}",
+                parent.join("/"),
+                names.join(" -> ")
+            );
         }
     }
 }
@@ -284,9 +291,16 @@ fn the_checker_finds_a_circle_and_resolves_paths() {
         "contract".to_owned(),
     ];
     assert_eq!(
-        named("use super::super::error::ApiError; use crate::plan::Plan;", &module),
+        named(
+            "use super::super::error::ApiError; use crate::plan::Plan;",
+            &module
+        ),
         vec![
-            vec!["routes".to_owned(), "error".to_owned(), "ApiError".to_owned()],
+            vec![
+                "routes".to_owned(),
+                "error".to_owned(),
+                "ApiError".to_owned()
+            ],
             vec!["plan".to_owned(), "Plan".to_owned()],
         ]
     );

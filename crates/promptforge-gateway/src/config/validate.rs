@@ -11,8 +11,8 @@ use super::load::{Merged, Sourced};
 use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
 use super::{
     Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
-    EndpointLimits, EndpointRefs, LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy,
-    ServerLimits, Thinking, ToolDialect, WebSearchConfig,
+    EndpointLimits, EndpointRefs, LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind,
+    QueuePolicy, ServerLimits, Thinking, ToolDialect, WebSearchConfig,
 };
 
 /// Default connect deadline for upstream requests.
@@ -365,7 +365,11 @@ fn endpoint(
 }
 
 /// The bounds of `[[endpoint]]` `id`, defaults filled in.
-fn endpoint_limits(file: &Path, id: &str, raw: &RawEndpoint) -> Result<EndpointLimits, ConfigError> {
+fn endpoint_limits(
+    file: &Path,
+    id: &str,
+    raw: &RawEndpoint,
+) -> Result<EndpointLimits, ConfigError> {
     let key = |field: &str| format!("endpoint[{id}].{field}");
     Ok(EndpointLimits {
         connect_timeout: duration(

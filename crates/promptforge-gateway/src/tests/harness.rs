@@ -144,7 +144,6 @@ impl Gateway {
         (gw, dir)
     }
 
-
     /// Boots the standard configuration with the main profile.
     pub async fn standard(upstream: &Upstream) -> (Self, ConfigDir) {
         let dir = ConfigDir::new();
@@ -158,9 +157,6 @@ impl Gateway {
     pub fn logs(&self) -> String {
         String::from_utf8_lossy(&self.logs.lock().unwrap()).into_owned()
     }
-
-
-
 
     /// Stops serving (the drop does the same).
     pub async fn kill(self) {

@@ -146,7 +146,6 @@ impl Gateway {
         self.child.id().unwrap()
     }
 
-
     /// Sends SIGTERM without waiting for the exit.
     pub fn signal_term(&self) {
         let pid = self.child.id().unwrap().to_string();
@@ -169,9 +168,6 @@ impl Gateway {
     pub fn logs(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
-
-
-
 
     /// Sends SIGTERM and waits (bounded) for the exit; returns the exit code.
     pub async fn terminate(&mut self) -> Option<i32> {

@@ -10,59 +10,216 @@
 //! into a tree and answers every problem with its usual error. So the fast path only ever
 //! changes how an accepted request is handled, never what is accepted: the property test
 //! below checks exactly that over generated bodies.
+//!
+//! A body is read in one pass: the fields the route uses into what it needs (the `model`
+//! value's place, the messages' roles and which of their fields are given), every other
+//! value checked as a JSON tree would read it but not built ([`Checked`]).
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{MapAccess, SeqAccess, Visitor};
+use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::contract;
 
-/// Deserialises a present field as `Some` even when its value is `null` (a plain
-/// `Option` turns `null` into `None`, which the splice could not tell from absent).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+/// A JSON value read the way `serde_json::Value` reads one (every number in range, every
+/// string escape valid, nesting within serde_json's depth limit) without building it: only
+/// whether it was `null`, an array, or something else. Every field the fast path does not
+/// use is read this way (serde's `IgnoredAny` would check none of that), so a body is read
+/// once, and what the general path cannot parse, the fast path declines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    /// `null`.
+    Null,
+    /// An array.
+    Array,
+    /// Anything else.
+    Other,
 }
 
-/// The request fields the fast path reads; every other field is skipped.
-#[derive(Deserialize)]
-struct Head<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    model: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    messages: Option<Vec<&'a RawValue>>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    stream: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    max_tokens: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    max_completion_tokens: Option<&'a RawValue>,
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
 }
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked::Array)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_key::<Checked>()?.is_some() {
+            map.next_value::<Checked>()?;
+        }
+        Ok(Checked::Other)
+    }
+}
+
+/// Reads the map's next value into `slot`; a second value for the same key fails the
+/// read, as a derived struct's duplicate field does (the fast path then declines).
+fn once<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
+    map: &mut A,
+    slot: &mut Option<T>,
+    key: &'static str,
+) -> Result<(), A::Error> {
+    if slot.is_some() {
+        return Err(A::Error::duplicate_field(key));
+    }
+    *slot = Some(map.next_value()?);
+    Ok(())
+}
+
+/// An object visitor: `T`'s fields read member by member, in one pass.
+macro_rules! object_visitor {
+    ($visitor:ident, $ty:ident, $what:literal, |$map:ident, $out:ident, $key:ident| $body:block) => {
+        struct $visitor;
+
+        impl<'de> Visitor<'de> for $visitor {
+            type Value = $ty<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str($what)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut $map: A) -> Result<$ty<'de>, A::Error> {
+                let mut $out = $ty::default();
+                while let Some($key) = $map.next_key::<Cow<'de, str>>()? {
+                    $body
+                }
+                Ok($out)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty<'de> {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_map($visitor)
+            }
+        }
+    };
+}
+
+/// The request fields the fast path reads (`None`: absent; `null` is `Some`).
+#[derive(Default)]
+struct Head<'a> {
+    model: Option<&'a RawValue>,
+    messages: Option<Option<Vec<Message<'a>>>>,
+    stream: Option<&'a RawValue>,
+    max_tokens: Option<Checked>,
+    max_completion_tokens: Option<Checked>,
+}
+
+object_visitor!(
+    HeadVisitor,
+    Head,
+    "a chat request object",
+    |map, head, key| {
+        match key.as_ref() {
+            "model" => once(&mut map, &mut head.model, "model")?,
+            "messages" => once(&mut map, &mut head.messages, "messages")?,
+            "stream" => once(&mut map, &mut head.stream, "stream")?,
+            "max_tokens" => once(&mut map, &mut head.max_tokens, "max_tokens")?,
+            "max_completion_tokens" => once(
+                &mut map,
+                &mut head.max_completion_tokens,
+                "max_completion_tokens",
+            )?,
+            _ => {
+                map.next_value::<Checked>()?;
+            }
+        }
+    }
+);
 
 /// The message fields the checks read.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct Message<'a> {
-    #[serde(borrow, default)]
-    role: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tool_calls: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    function_call: Option<&'a RawValue>,
+    role: Option<Option<Cow<'a, str>>>,
+    content: Option<Checked>,
+    tool_calls: Option<Checked>,
+    function_call: Option<Checked>,
 }
 
+object_visitor!(
+    MessageVisitor,
+    Message,
+    "a message object",
+    |map, message, key| {
+        match key.as_ref() {
+            "role" => once(&mut map, &mut message.role, "role")?,
+            "content" => once(&mut map, &mut message.content, "content")?,
+            "tool_calls" => once(&mut map, &mut message.tool_calls, "tool_calls")?,
+            "function_call" => once(&mut map, &mut message.function_call, "function_call")?,
+            _ => {
+                map.next_value::<Checked>()?;
+            }
+        }
+    }
+);
+
 /// The reply fields the route reads.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct Reply<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
     model: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    choices: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    usage: Option<&'a RawValue>,
+    choices: Option<Checked>,
+    usage: Option<Value>,
+}
+
+object_visitor!(
+    ReplyVisitor,
+    Reply,
+    "a chat completion object",
+    |map, reply, key| {
+        match key.as_ref() {
+            "model" => once(&mut map, &mut reply.model, "model")?,
+            "choices" => once(&mut map, &mut reply.choices, "choices")?,
+            "usage" => once(&mut map, &mut reply.usage, "usage")?,
+            _ => {
+                map.next_value::<Checked>()?;
+            }
+        }
+    }
+);
+
+/// Whether a field read as a [`Checked`] was there and not `null`.
+fn given(field: Option<Checked>) -> bool {
+    field.is_some_and(|f| f != Checked::Null)
 }
 
 /// A request the fast path accepted.
@@ -86,70 +243,6 @@ pub(super) struct FastReply<'a> {
     pub usage: Option<serde_json::Value>,
     model_span: (usize, usize),
     body: &'a [u8],
-}
-
-/// A JSON value read the way `serde_json::Value` reads one (every number in range, every
-/// string escape valid, nesting within serde_json's depth limit) without building it. The
-/// fields the fast path skips are read with serde's `IgnoredAny`, which checks none of
-/// that, so the whole body is read this way first: what the general path cannot parse,
-/// the fast path declines.
-struct Checked;
-
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(CheckedVisitor)
-    }
-}
-
-struct CheckedVisitor;
-
-impl<'de> Visitor<'de> for CheckedVisitor {
-    type Value = Checked;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_unit<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
-        while seq.next_element::<Checked>()?.is_some() {}
-        Ok(Checked)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        while map.next_key::<Checked>()?.is_some() {
-            map.next_value::<Checked>()?;
-        }
-        Ok(Checked)
-    }
-}
-
-/// Whether `body` is one JSON value the general path can parse (see [`Checked`]).
-fn parses(body: &[u8]) -> bool {
-    serde_json::from_slice::<Checked>(body).is_ok()
 }
 
 /// Whether the first non-blank byte of `body` opens an object (serde would also accept
@@ -193,27 +286,23 @@ impl<'a> FastRequest<'a> {
     /// Checks `body` against the [`contract`]; `None` when it is not the plain case (see
     /// the module documentation).
     pub(super) fn parse(body: &'a [u8]) -> Option<Self> {
-        if !is_object(body) || !parses(body) {
+        if !is_object(body) {
             return None;
         }
         let head: Head<'a> = serde_json::from_slice(body).ok()?;
         let raw_model = head.model?;
         let model: String = serde_json::from_str(raw_model.get()).ok()?;
         contract::model(Some(&model)).ok()?;
-        let messages = head.messages?;
+        let messages = head.messages??;
         contract::messages(Some(messages.len())).ok()?;
-        for (i, message) in messages.iter().enumerate() {
-            if !is_object(message.get().as_bytes()) {
-                return None;
-            }
-            let message: Message<'_> = serde_json::from_str(message.get()).ok()?;
-            let role = message.role?;
+        for (i, message) in messages.into_iter().enumerate() {
+            let role = message.role??;
             let facts = contract::Message {
                 object: true,
                 role: Some(&role),
-                content: message.content.is_some(),
-                tool_calls: message.tool_calls.is_some(),
-                function_call: message.function_call.is_some(),
+                content: given(message.content),
+                tool_calls: given(message.tool_calls),
+                function_call: given(message.function_call),
             };
             contract::message(i, &facts).ok()?;
         }
@@ -247,20 +336,19 @@ impl<'a> FastRequest<'a> {
 impl<'a> FastReply<'a> {
     /// Reads a chat completion reply; `None` when it is not the plain case.
     pub(super) fn parse(body: &'a [u8]) -> Option<Self> {
-        if !is_object(body) || !parses(body) {
+        if !is_object(body) {
             return None;
         }
         let reply: Reply<'a> = serde_json::from_slice(body).ok()?;
-        if !reply.choices?.get().starts_with('[') {
+        if reply.choices? != Checked::Array {
             return None;
         }
-        let usage = match reply.usage {
-            None => None,
-            Some(raw) => Some(serde_json::from_str(raw.get()).ok()?),
-        };
+        let raw_model = reply.model?;
+        // The model is replaced, but the general path parses it first.
+        serde_json::from_str::<Checked>(raw_model.get()).ok()?;
         Some(Self {
-            usage,
-            model_span: span(body, reply.model?)?,
+            usage: reply.usage,
+            model_span: span(body, raw_model)?,
             body,
         })
     }
