@@ -8,11 +8,17 @@ use std::fmt;
 
 use dom_smoothie::{Config, Readability, TextMode};
 
+use crate::cleanup;
+
 /// An article shorter than this many characters falls back to the whole page.
 pub const MIN_ARTICLE_CHARS: usize = 100;
 
-/// Elements dropped (with their contents) from a whole-page render.
-const RAW_SKIP: &[&str] = &[
+/// The element `dom_smoothie` wraps the isolated article in.
+const ARTICLE_ROOT: &str = "#readability-page-1";
+
+/// Elements never rendered (with their contents): dropped from a whole-page render, and the
+/// serializer's guard on the article (whose cleanup already removed them).
+const NOT_RENDERED: &[&str] = &[
     "script", "style", "meta", "head", "noscript", "template", "svg", "iframe", "object", "embed",
     "canvas", "link",
 ];
@@ -83,36 +89,93 @@ pub fn html_to_markdown(
 
 /// The readability path alone: `None` when no article of at least
 /// [`MIN_ARTICLE_CHARS`] characters is found.
+///
+/// After readability picks the article element, the content-level cleanup rules (see
+/// the crate README, "Article cleanup") drop what that element holds besides the article:
+/// captions and galleries, related-link lists, newsletter and author boxes, embedded
+/// frames, repeated blocks, and the headline repeated as the first body line. The Markdown
+/// then starts with `# Title` (when the page has a title) and the body.
 pub fn readability_markdown(html: &str, base_url: Option<&str>) -> Option<String> {
-    let cfg = Config {
-        text_mode: TextMode::Markdown,
+    match article_markdown(html, base_url, true)? {
+        Some(markdown) => Some(markdown),
+        // the cleanup left less than an article: the uncleaned article beats the whole page
+        None => article_markdown(html, base_url, false).flatten(),
+    }
+}
+
+/// One readability pass. `None` when readability finds nothing; `Some(None)` when the
+/// article (after the cleanup, when `clean`) is under [`MIN_ARTICLE_CHARS`].
+fn article_markdown(html: &str, base_url: Option<&str>, clean: bool) -> Option<Option<String>> {
+    let cfg = || Config {
+        // the cleanup rules read `class` / `id` words; the Markdown never shows them
+        keep_classes: true,
+        text_mode: TextMode::Raw,
         ..Config::default()
     };
-    let mut reader = Readability::new(html, base_url, Some(cfg))
-        .or_else(|_| {
-            Readability::new(
-                html,
-                None,
-                Some(Config {
-                    text_mode: TextMode::Markdown,
-                    ..Config::default()
-                }),
-            )
-        })
+    let mut reader = Readability::new(html, base_url, Some(cfg()))
+        .or_else(|_| Readability::new(html, None, Some(cfg())))
         .ok()?;
+    let headings = first_headings(&reader.doc);
     let article = reader.parse().ok()?;
-    let body = article.text_content.trim();
-    if body.chars().count() < MIN_ARTICLE_CHARS {
+    if article.text_content.trim().chars().count() < MIN_ARTICLE_CHARS {
         return None;
     }
-    let title = article.title.trim();
-    if title.is_empty()
-        || body.starts_with('#') && body.lines().next().is_some_and(|l| l.contains(title))
-    {
-        Some(body.to_owned())
-    } else {
-        Some(format!("# {title}\n\n{body}"))
+    let root = reader.doc.select_single(ARTICLE_ROOT);
+    let root = root.nodes().first()?;
+    let title = site_free_title(article.title.trim(), &headings);
+    if clean {
+        cleanup::clean_article(root, title);
     }
+    let markdown = root.md(Some(NOT_RENDERED));
+    let body = markdown.trim();
+    if body.chars().count() < MIN_ARTICLE_CHARS {
+        return Some(None);
+    }
+    Some(Some(if title.is_empty() {
+        body.to_owned()
+    } else {
+        format!("# {title}\n\n{body}")
+    }))
+}
+
+/// How many of the page's `<h1>` texts are kept to refine the title.
+const TITLE_HEADINGS: usize = 5;
+
+/// The text of the page's first `<h1>` elements, whitespace collapsed.
+fn first_headings(doc: &dom_query::Document) -> Vec<String> {
+    doc.select("h1")
+        .nodes()
+        .iter()
+        .take(TITLE_HEADINGS)
+        .map(|h| h.text().split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The page title without the site's name: when the `<title>` is a page heading plus a
+/// separator and more (`Council expands bus network | Daily Example`, `Daily Example - Council
+/// expands bus network`), the heading alone.
+fn site_free_title<'a>(title: &'a str, headings: &'a [String]) -> &'a str {
+    const SEPARATORS: &[char] = &[
+        '|', '-', '\u{2013}', '\u{2014}', ':', '\u{00bb}', '\u{00b7}', '/', '~',
+    ];
+    let lower = title.to_lowercase();
+    for heading in headings {
+        let h = heading.to_lowercase();
+        if h.len() >= title.len() || h.split_whitespace().count() < 2 {
+            continue;
+        }
+        let site_after = lower
+            .strip_prefix(&h)
+            .is_some_and(|rest| rest.trim_start().starts_with(SEPARATORS));
+        let site_before = lower
+            .strip_suffix(&h)
+            .is_some_and(|rest| rest.trim_end().ends_with(SEPARATORS));
+        if site_after || site_before {
+            return heading;
+        }
+    }
+    title
 }
 
 /// The whole-page path: the document rendered to Markdown, without scripts, styles and
@@ -131,7 +194,7 @@ pub fn whole_page_markdown(html: &str, base_url: Option<&str>) -> String {
             }
         }
     }
-    doc.md(Some(RAW_SKIP)).trim().to_owned()
+    doc.md(Some(NOT_RENDERED)).trim().to_owned()
 }
 
 #[cfg(test)]
@@ -191,6 +254,34 @@ chapter</a>.</p></article>
         let (md, how) = html_to_markdown(html, None, Rendering::Article);
         assert_eq!(how, Extraction::RawHtml);
         assert!(md.contains("Pro") && md.contains("$10"), "{md}");
+    }
+
+    #[test]
+    fn the_site_name_leaves_the_title_when_a_heading_says_the_rest() {
+        let h = vec!["Council expands bus network".to_owned()];
+        assert_eq!(
+            site_free_title("Council expands bus network | Daily Example", &h),
+            "Council expands bus network"
+        );
+        assert_eq!(
+            site_free_title("Daily Example \u{2013} Council expands bus network", &h),
+            "Council expands bus network"
+        );
+        assert_eq!(
+            site_free_title("Council expands bus network", &h),
+            "Council expands bus network"
+        );
+        let other = vec!["Something else".to_owned()];
+        assert_eq!(
+            site_free_title("Council expands bus network | Daily Example", &other),
+            "Council expands bus network | Daily Example"
+        );
+        // a heading that merely starts the title is not a site split
+        let short = vec!["Council expands".to_owned()];
+        assert_eq!(
+            site_free_title("Council expands bus network", &short),
+            "Council expands bus network"
+        );
     }
 
     #[test]

@@ -45,6 +45,7 @@
 
 mod address_policy;
 mod admission;
+mod cleanup;
 mod config;
 mod content_type;
 mod extract;

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Article-extraction comparison: web_fetch's readability path against trafilatura and
+readability-lxml, on the same pages in one run.
+
+Run it through ``compare.sh`` (which builds the Rust side in release and installs the Python
+peers into their own venv). Datasets are read from where they lie; nothing is copied:
+
+  --scrapinghub DIR   the article-extraction benchmark (ground-truth.json, html/*.html.gz)
+  --wcxb DIR          WCXB (metadata.json, {dev,test}/ground-truth/*.json, {dev,test}/html/)
+  --mozilla DIR       Mozilla Readability's repository (test/test-pages/*/source.html and
+                      expected.html)
+
+Scoring (every system, every dataset, the same way):
+
+* Text. trafilatura's output is plain text. readability-lxml's summary HTML is turned into
+  text by html-text (as the article-extraction benchmark does). Ours is Markdown: the leading
+  ``# Title`` line that the tool writes is removed (the peers return no title either), image
+  syntax is dropped, a link keeps its text and loses its target, and Markdown escapes and
+  ``_`` emphasis markers are removed (``*``, ``#``, ``|``, ``>`` are not word characters and
+  never become tokens). Mozilla's expected.html is turned into text by html-text.
+* Tokens: the Unicode ``\\w+`` matches of Python's ``re``.
+* P / R / F1 (the goal figures) are the article-extraction benchmark's own metric
+  (``string_shingle_matching`` in its evaluate.py): each text becomes the multiset of its
+  4-grams of consecutive tokens (case kept); per page TP is the multiset intersection of
+  predicted and true 4-grams, FP the predicted surplus, FN the true surplus; precision =
+  TP / (TP + FP), recall = TP / (TP + FN), both 1 when FP = FN = 0. Over a dataset: the mean
+  precision and the mean recall over its pages, and F1 is the harmonic mean of those two
+  means. A 4-gram is lost when any of its words is, so word order and stray words count.
+* The unigram columns are the same with single lowercased tokens instead of 4-grams (a
+  bag-of-words score, kinder to reordering).
+* with / without (WCXB only): the share of the dataset's must-include snippets found in the
+  output, and of its boilerplate snippets found there (lower is better), after the same
+  tokenization.
+* Speed: pages per second of the extraction call alone (the page is already a string in
+  memory; one process, one thread, one page at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def read_text(path: Path) -> str:
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return data.decode("utf-8", errors="replace")
+
+
+def load_scrapinghub(root: Path) -> list[dict]:
+    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
+    pages = []
+    for key in sorted(truth):
+        pages.append(
+            {
+                "id": key,
+                "path": str(root / "html" / f"{key}.html.gz"),
+                "url": truth[key].get("url"),
+                "truth": truth[key].get("articleBody", ""),
+            }
+        )
+    return pages
+
+
+def load_wcxb(root: Path, split: str, types: set[str]) -> list[dict]:
+    meta = json.loads((root / "metadata.json").read_text(encoding="utf-8"))["files"]
+    pages = []
+    for key in sorted(meta):
+        info = meta[key]
+        if info["split"] != split or info["page_type"] not in types:
+            continue
+        gt = json.loads((root / split / "ground-truth" / f"{key}.json").read_text(encoding="utf-8"))
+        pages.append(
+            {
+                "id": key,
+                "path": str(root / split / "html" / f"{key}.html.gz"),
+                "url": gt.get("url"),
+                "truth": gt["ground_truth"].get("main_content") or "",
+                "with": gt["ground_truth"].get("with") or [],
+                "without": gt["ground_truth"].get("without") or [],
+            }
+        )
+    return pages
+
+
+def load_mozilla(root: Path) -> list[dict]:
+    import html_text
+
+    base = root / "test" / "test-pages"
+    pages = []
+    for d in sorted(p for p in base.iterdir() if (p / "source.html").is_file()):
+        expected = d / "expected.html"
+        if not expected.is_file():
+            continue
+        pages.append(
+            {
+                "id": d.name,
+                "path": str(d / "source.html"),
+                "url": "http://fakehost/test/page.html",
+                "truth": html_text.extract_text(read_text(expected)),
+            }
+        )
+    return pages
+
+
+# ---------------------------------------------------------------- systems
+
+IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+ESCAPE_RE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+UNDERSCORE_RE = re.compile(r"(?<![^\W_])_+|_+(?![^\W_])")
+
+
+def markdown_to_text(md: str) -> str:
+    lines = md.split("\n")
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    text = "\n".join(lines)
+    text = IMAGE_RE.sub(" ", text)
+    # links may nest an image or brackets; a few passes reach the innermost first
+    for _ in range(3):
+        new = LINK_RE.sub(r"\1", text)
+        if new == text:
+            break
+        text = new
+    text = ESCAPE_RE.sub(r"\1", text)
+    return UNDERSCORE_RE.sub(" ", text)
+
+
+def run_ours(pages: list[dict], binary: Path) -> tuple[dict, dict, float]:
+    manifest = "".join(
+        json.dumps({"id": p["id"], "path": p["path"], "url": p["url"]}) + "\n" for p in pages
+    )
+    done = subprocess.run(
+        [str(binary)], input=manifest, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"extract_pages failed: {done.stderr.strip()}")
+    texts, markdown, seconds = {}, {}, 0.0
+    for line in done.stdout.split("\n"):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        markdown[rec["id"]] = rec["markdown"]
+        texts[rec["id"]] = markdown_to_text(rec["markdown"])
+        seconds += rec["seconds"]
+    return texts, markdown, seconds
+
+
+def run_trafilatura(pages: list[dict], html: dict) -> tuple[dict, float]:
+    import trafilatura
+
+    texts, seconds = {}, 0.0
+    for p in pages:
+        start = time.perf_counter()
+        out = trafilatura.extract(html[p["id"]], url=p["url"], include_comments=False)
+        seconds += time.perf_counter() - start
+        texts[p["id"]] = out or ""
+    return texts, seconds
+
+
+def run_readability_lxml(pages: list[dict], html: dict) -> tuple[dict, float]:
+    import html_text
+    from readability import Document
+
+    texts, seconds = {}, 0.0
+    for p in pages:
+        start = time.perf_counter()
+        try:
+            summary = Document(html[p["id"]], url=p["url"]).summary(html_partial=True)
+            out = html_text.extract_text(summary)
+        except Exception:  # the library raises on some pages; count it as an empty answer
+            out = ""
+        seconds += time.perf_counter() - start
+        texts[p["id"]] = out
+    return texts, seconds
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def tokens(text: str) -> list[str]:
+    return [t.lower() for t in TOKEN_RE.findall(text or "")]
+
+
+def ratio(tp: float, total: float, other_empty: bool) -> float:
+    if total == 0:
+        return 1.0 if other_empty else 0.0
+    return tp / total
+
+
+def token_scores(truth: str, pred: str) -> tuple[float, float]:
+    t, p = Counter(tokens(truth)), Counter(tokens(pred))
+    tp = sum((t & p).values())
+    nt, np_ = sum(t.values()), sum(p.values())
+    return ratio(tp, np_, nt == 0), ratio(tp, nt, np_ == 0)
+
+
+def shingle_scores(truth: str, pred: str, n: int = 4) -> tuple[float, float] | None:
+    """The article-extraction benchmark's string_shingle_matching (case kept, as there)."""
+
+    def shingles(text: str) -> Counter:
+        toks = TOKEN_RE.findall(text or "")
+        return Counter(tuple(toks[i : i + n]) for i in range(max(1, len(toks) - n + 1)) if toks[i : i + n])
+
+    ts, ps = shingles(truth), shingles(pred)
+    tp = sum((ts & ps).values())
+    fp = sum((ps - ts).values())
+    fn = sum((ts - ps).values())
+    if fp == fn == 0:
+        return 1.0, 1.0
+    prec = 0.0 if tp == fp == 0 else tp / (tp + fp)
+    rec = 0.0 if tp == fn == 0 else tp / (tp + fn)
+    return prec, rec
+
+
+def aggregate(per_page: list[tuple[float, float]]) -> dict:
+    prec = statistics.mean(p for p, _ in per_page)
+    rec = statistics.mean(r for _, r in per_page)
+    f1 = 0.0 if prec + rec == 0 else 2 * prec * rec / (prec + rec)
+    return {"precision": prec, "recall": rec, "f1": f1}
+
+
+def snippet_rates(pages: list[dict], texts: dict) -> tuple[float, float] | None:
+    want = [(p["id"], s) for p in pages for s in p.get("with", [])]
+    avoid = [(p["id"], s) for p in pages for s in p.get("without", [])]
+    if not want and not avoid:
+        return None
+
+    def norm(s: str) -> str:
+        return " ".join(tokens(s))
+
+    normed = {k: norm(v) for k, v in texts.items()}
+    w = sum(norm(s) in normed[k] for k, s in want) / max(1, len(want))
+    wo = sum(norm(s) in normed[k] for k, s in avoid) / max(1, len(avoid))
+    return w, wo
+
+
+# ---------------------------------------------------------------- report
+
+
+def evaluate(name: str, pages: list[dict], systems: dict, out_dir: Path) -> list[str]:
+    lines = [
+        f"### {name} ({len(pages)} pages)",
+        "",
+        "| system | P | R | **F1** | unigram P | unigram R | unigram F1 | with / without | pages/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    per_page_all = {}
+    for sys_name, (texts, seconds) in systems.items():
+        tok = [token_scores(p["truth"], texts.get(p["id"], "")) for p in pages]
+        shi = [shingle_scores(p["truth"], texts.get(p["id"], "")) for p in pages]
+        t, s = aggregate(tok), aggregate(shi)
+        snip = snippet_rates(pages, texts)
+        snip_s = f"{snip[0]:.3f} / {snip[1]:.3f}" if snip else "-"
+        speed = len(pages) / seconds if seconds > 0 else float("inf")
+        lines.append(
+            f"| {sys_name} | {s['precision']:.3f} | {s['recall']:.3f} | **{s['f1']:.3f}** | "
+            f"{t['precision']:.3f} | {t['recall']:.3f} | {t['f1']:.3f} | {snip_s} | {speed:.1f} |"
+        )
+        per_page_all[sys_name] = {
+            p["id"]: {"precision": a[0], "recall": a[1], "unigram_precision": u[0], "unigram_recall": u[1]}
+            for p, a, u in zip(pages, shi, tok)
+        }
+    lines.append("")
+    (out_dir / f"{slug(name)}-scores.json").write_text(json.dumps(per_page_all, indent=1))
+    return lines
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", type=Path, required=True, help="the built extract_pages example")
+    ap.add_argument("--scrapinghub", type=Path)
+    ap.add_argument("--wcxb", type=Path)
+    ap.add_argument("--wcxb-split", default="test", choices=["dev", "test"])
+    ap.add_argument("--wcxb-types", default="article", help="comma-separated page types")
+    ap.add_argument("--mozilla", type=Path)
+    ap.add_argument("--ours-only", action="store_true", help="skip the peers (development runs)")
+    ap.add_argument("--out", type=Path, default=Path("target/webfetch-compare"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    datasets = []
+    if args.scrapinghub:
+        datasets.append(("article-extraction-benchmark", load_scrapinghub(args.scrapinghub)))
+    if args.wcxb:
+        types = set(args.wcxb_types.split(","))
+        datasets.append(
+            (f"WCXB {args.wcxb_split} {'+'.join(sorted(types))}", load_wcxb(args.wcxb, args.wcxb_split, types))
+        )
+    if args.mozilla:
+        datasets.append(("Mozilla Readability test pages", load_mozilla(args.mozilla)))
+    if not datasets:
+        sys.exit("give at least one of --scrapinghub, --wcxb, --mozilla")
+
+    report = []
+    for name, pages in datasets:
+        html = {p["id"]: read_text(Path(p["path"])) for p in pages}
+        systems = {}
+        texts, markdown, secs = run_ours(pages, args.binary)
+        systems["web_fetch"] = (texts, secs)
+        if not args.ours_only:
+            systems["trafilatura"] = run_trafilatura(pages, html)
+            systems["readability-lxml"] = run_readability_lxml(pages, html)
+        report += evaluate(name, pages, systems, args.out)
+        with (args.out / f"{slug(name)}-outputs.jsonl").open("w", encoding="utf-8") as f:
+            for p in pages:
+                rec = {"id": p["id"], "web_fetch_markdown": markdown.get(p["id"], "")}
+                for sys_name, (t, _) in systems.items():
+                    rec[sys_name] = t.get(p["id"], "")
+                rec["truth"] = p["truth"]
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1469 @@
+//! Content-level cleanup of the article the readability pass isolated.
+//!
+//! Readability picks the element that holds the article; what that element also holds
+//! (figure captions, photo galleries, "related stories" lists, newsletter boxes, author
+//! boxes, share bars, embedded frames, the headline again) reaches the model as tokens it
+//! pays for and noise it must ignore. The rules here run on that element, in order, each
+//! on what the previous ones left:
+//!
+//! 1. [`drop_non_content`]: embedded frames and objects, scripts, forms and their controls,
+//!    navigation, asides, dialogs, hidden elements.
+//! 2. [`drop_by_hint`]: elements whose `class` / `id` / `role` names a kind of page
+//!    furniture in generic words (`share`, `newsletter`, `related`, `caption`, `gallery`,
+//!    ...), unless the element holds a large share of the article.
+//! 3. [`drop_captions_and_galleries`]: `<figcaption>`, and containers of three or more
+//!    images with little text per image.
+//! 4. [`drop_link_lists`]: lists, tables and sections made mostly of links (teaser lists,
+//!    "more stories" feeds, tag lists).
+//! 5. [`drop_boilerplate_text`]: short blocks that are page furniture by their words
+//!    (`Advertisement`, `Image 1 of 8`, `Photo: ..., AP`, `Sign up for our newsletter`,
+//!    `Read more: ...`, `All rights reserved`).
+//! 6. [`drop_repeated_blocks`]: a block whose text already appeared (a caption repeated per
+//!    image, a pull quote).
+//! 7. [`drop_edge_furniture`]: at the article's start, breadcrumbs and link rows before the
+//!    first body paragraph; at its end, author boxes and short link-dense blocks after the
+//!    last body paragraph.
+//! 8. [`drop_title_repeat`]: the headline, when it is also the first block of the body (the
+//!    Markdown already starts with `# Title`).
+//! 9. [`drop_orphan_headings`]: a heading left with nothing under it (the "Related
+//!    stories" heading whose list went).
+//!
+//! No rule keys on one site: the words in [`HINT_WORDS`] and the phrase lists name kinds of
+//! furniture, and every threshold is a property of the text (word counts, link density,
+//! position, repetition). Every rule has a synthetic-page test in `tests/cleanup_rules.rs`.
+
+use std::collections::HashMap;
+
+use dom_query::NodeRef;
+
+/// Elements removed with their contents wherever they sit in the article: they never hold
+/// article text.
+const NON_CONTENT_TAGS: &[&str] = &[
+    "iframe", "frame", "frameset", "object", "embed", "applet", "script", "noscript", "style",
+    "template", "svg", "canvas", "button", "input", "select", "textarea", "option", "audio",
+    "video", "map", "link", "meta",
+];
+
+/// Elements removed with their contents unless they hold a body paragraph (some sites wrap
+/// the whole page in a `<form>`, or the article in an `<aside>`).
+const FURNITURE_TAGS: &[&str] = &["form", "label", "nav", "aside", "dialog", "menu"];
+
+/// `role` values that mark page furniture.
+const NON_CONTENT_ROLES: &[&str] = &[
+    "navigation",
+    "complementary",
+    "banner",
+    "contentinfo",
+    "dialog",
+    "alertdialog",
+    "search",
+    "menu",
+    "menubar",
+    "toolbar",
+    "tablist",
+];
+
+/// Words that name a kind of page furniture when one of them is a whole token of an
+/// element's `class` or `id` (split on anything that is not an ASCII letter or digit,
+/// lowercased): `newsletter-box` and `related_posts` match, `adam`, `shadow` and
+/// `commentary` do not. Words that builders put on every box (`widget`, `hidden`,
+/// `footer` of a theme's layout grid) are deliberately absent.
+pub(crate) const HINT_WORDS: &[&str] = &[
+    "ad",
+    "ads",
+    "advert",
+    "adverts",
+    "advertisement",
+    "advertising",
+    "adslot",
+    "banner",
+    "breadcrumb",
+    "breadcrumbs",
+    "byline",
+    "caption",
+    "captions",
+    "carousel",
+    "comment",
+    "comments",
+    "consent",
+    "cookie",
+    "cookies",
+    "copyright",
+    "credit",
+    "credits",
+    "disclaimer",
+    "gallery",
+    "lightbox",
+    "modal",
+    "newsletter",
+    "newsletters",
+    "outbrain",
+    "paywall",
+    "popup",
+    "promo",
+    "promos",
+    "recirc",
+    "recommend",
+    "recommended",
+    "recommendations",
+    "related",
+    "share",
+    "sharing",
+    "sharebar",
+    "sidebar",
+    "signup",
+    "slideshow",
+    "social",
+    "sponsor",
+    "sponsored",
+    "subscribe",
+    "subscription",
+    "taboola",
+    "tags",
+    "teaser",
+    "teasers",
+    "toolbar",
+    "trending",
+];
+
+/// An element whose hint names furniture is kept anyway when it holds at least this share
+/// of the article's characters (a wrapper such as `<div class="article-body has-share">`).
+const HINT_MAX_SHARE: f64 = 0.4;
+
+/// Block-level elements: the units the text rules look at.
+const BLOCK_TAGS: &[&str] = &[
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "header",
+    "footer",
+    "ul",
+    "ol",
+    "li",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "thead",
+    "tbody",
+    "tfoot",
+    "tr",
+    "td",
+    "th",
+    "caption",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "blockquote",
+    "pre",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "center",
+    "hgroup",
+    "hr",
+];
+
+/// Blocks the Markdown serializer does not separate by a line break; they are renamed to
+/// `div` before rendering so their text does not run into the next block's.
+const RENAME_TO_DIV: &[&str] = &[
+    "header",
+    "footer",
+    "main",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "center",
+    "hgroup",
+    "dt",
+    "dd",
+    "caption",
+];
+
+/// A block of at most this many words can be furniture by its words alone.
+const SHORT_BLOCK_WORDS: usize = 12;
+
+/// A paragraph of at least this many words counts as article body for the edge rules.
+const BODY_PARAGRAPH_WORDS: usize = 25;
+
+/// The longest block (in words) the repeat rule drops.
+const REPEAT_MAX_WORDS: usize = BODY_PARAGRAPH_WORDS - 1;
+
+/// What the rules removed, by rule (for tests and for tuning).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct CleanupReport {
+    /// Frames, objects, scripts, forms, navigation, asides, hidden elements.
+    pub(crate) non_content: usize,
+    /// Elements dropped by a furniture word in `class` / `id`.
+    pub(crate) by_hint: usize,
+    /// Figure captions and image galleries.
+    pub(crate) captions_and_galleries: usize,
+    /// Link lists and link-dense sections.
+    pub(crate) link_lists: usize,
+    /// Short blocks that are furniture by their words.
+    pub(crate) boilerplate_text: usize,
+    /// Blocks whose text already appeared.
+    pub(crate) repeated: usize,
+    /// Furniture before the first or after the last body paragraph.
+    pub(crate) edges: usize,
+    /// The headline repeated as the first body block.
+    pub(crate) title_repeat: usize,
+    /// Headings left with nothing under them.
+    pub(crate) orphan_headings: usize,
+}
+
+/// Runs every rule on `root` (the article element) in order. `title` is the headline the
+/// Markdown starts with. Returns what each rule removed.
+pub(crate) fn clean_article(root: &NodeRef<'_>, title: &str) -> CleanupReport {
+    let report = CleanupReport {
+        non_content: drop_non_content(root),
+        by_hint: drop_by_hint(root),
+        captions_and_galleries: drop_captions_and_galleries(root),
+        link_lists: drop_link_lists(root),
+        boilerplate_text: drop_boilerplate_text(root),
+        repeated: drop_repeated_blocks(root),
+        edges: drop_edge_furniture(root),
+        title_repeat: drop_title_repeat(root, title),
+        orphan_headings: drop_orphan_headings(root),
+    };
+    separate_blocks(root);
+    report
+}
+
+// ------------------------------------------------------------------ the census
+
+/// Characters (whitespace excluded), words, links and images of a subtree.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    chars: usize,
+    link_chars: usize,
+    words: usize,
+    links: usize,
+    images: usize,
+    headings: usize,
+}
+
+impl Stats {
+    fn link_density(&self) -> f64 {
+        if self.chars == 0 {
+            0.0
+        } else {
+            self.link_chars as f64 / self.chars as f64
+        }
+    }
+
+    fn add(&mut self, other: &Stats) {
+        self.chars += other.chars;
+        self.link_chars += other.link_chars;
+        self.words += other.words;
+        self.links += other.links;
+        self.images += other.images;
+        self.headings += other.headings;
+    }
+
+    /// A paragraph of article prose: long enough, not mostly links.
+    fn is_body(&self) -> bool {
+        self.words >= BODY_PARAGRAPH_WORDS && self.link_density() < 0.5
+    }
+}
+
+/// One element under the article root, in document (pre-)order.
+struct Entry<'a> {
+    node: NodeRef<'a>,
+    /// The element's tag name, lowercased.
+    name: String,
+    /// One past the index of the last element of this element's subtree.
+    end: usize,
+    /// The whole subtree's statistics.
+    stats: Stats,
+    /// Whether a block element sits anywhere below this one.
+    block_inside: bool,
+    /// Whether this element is a leaf block (see [`Census::leaf_blocks`]).
+    leaf: bool,
+    /// Whether a leaf block below (or this one) is a body paragraph.
+    body_inside: bool,
+    /// Characters of the element's own text nodes (not its descendants').
+    own_chars: usize,
+    /// Whether the element is a `<table>` or inside one.
+    in_table: bool,
+}
+
+/// Every element under the article root with its subtree's statistics, computed in one
+/// walk without recursion (a hostile page can nest elements thousands deep): each rule
+/// takes a fresh census, so its decisions see what the previous rules left, and the whole
+/// cleanup stays linear in the article's size.
+struct Census<'a> {
+    entries: Vec<Entry<'a>>,
+}
+
+impl<'a> Census<'a> {
+    fn new(root: &NodeRef<'a>) -> Self {
+        let mut entries: Vec<Entry<'a>> = Vec::new();
+        let mut parents: Vec<Option<usize>> = Vec::new();
+        // (node, parent entry, inside a link, inside a table)
+        let mut stack: Vec<(NodeRef<'a>, Option<usize>, bool, bool)> = root
+            .children_it(true)
+            .map(|c| (c, None, false, false))
+            .collect();
+        while let Some((node, parent, in_link, in_table)) = stack.pop() {
+            if node.is_text() {
+                if let Some(p) = parent {
+                    let text = node.text();
+                    let chars = text.chars().filter(|c| !c.is_whitespace()).count();
+                    let entry = &mut entries[p];
+                    entry.own_chars += chars;
+                    entry.stats.chars += chars;
+                    entry.stats.words += count_words(&text);
+                    if in_link {
+                        entry.stats.link_chars += chars;
+                    }
+                }
+                continue;
+            }
+            if !node.is_element() {
+                continue;
+            }
+            let name = node
+                .node_name()
+                .map(|n| n.to_ascii_lowercase())
+                .unwrap_or_default();
+            let is_link = name == "a";
+            let in_table = in_table || name == "table";
+            let mut stats = Stats::default();
+            if is_link && !in_link {
+                stats.links = 1;
+            }
+            if name == "img" || name == "picture" {
+                stats.images = 1;
+            }
+            if heading_level_of(&name).is_some() {
+                stats.headings = 1;
+            }
+            let index = entries.len();
+            let children: Vec<NodeRef<'a>> = node.children_it(true).collect();
+            entries.push(Entry {
+                node,
+                name,
+                end: index + 1,
+                stats,
+                block_inside: false,
+                leaf: false,
+                body_inside: false,
+                own_chars: 0,
+                in_table,
+            });
+            parents.push(parent);
+            for child in children {
+                stack.push((child, Some(index), in_link || is_link, in_table));
+            }
+        }
+        // children come after their parent: a reverse sweep completes every subtree
+        for i in (0..entries.len()).rev() {
+            let entry = &mut entries[i];
+            let block = is_block_name(&entry.name);
+            entry.leaf = heading_level_of(&entry.name).is_some() || (block && !entry.block_inside);
+            entry.body_inside |=
+                entry.leaf && heading_level_of(&entry.name).is_none() && entry.stats.is_body();
+            let (stats, end, body) = (entry.stats, entry.end, entry.body_inside);
+            let block_below = block || entry.block_inside;
+            if let Some(p) = parents[i] {
+                let parent = &mut entries[p];
+                parent.stats.add(&stats);
+                parent.end = parent.end.max(end);
+                parent.block_inside |= block_below;
+                parent.body_inside |= body;
+            }
+        }
+        Census { entries }
+    }
+
+    /// Elements in document order, each offered to `doomed` with its census index; a
+    /// doomed element's subtree is not offered. Removes the doomed elements and returns how many there were.
+    fn sweep(&self, mut doomed: impl FnMut(usize, &Entry<'a>) -> bool) -> usize {
+        let mut removed = Vec::new();
+        let mut i = 0;
+        while i < self.entries.len() {
+            let entry = &self.entries[i];
+            if doomed(i, entry) {
+                removed.push(entry.node);
+                i = entry.end;
+            } else {
+                i += 1;
+            }
+        }
+        remove_all(&removed)
+    }
+
+    /// Leaf blocks in document order: headings, and block elements with no block element
+    /// anywhere inside (a paragraph, a list item, a caption `div`): the units a reader sees
+    /// as one paragraph, heading or item.
+    fn leaf_blocks(&self) -> Vec<&Entry<'a>> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.entries.len() {
+            let entry = &self.entries[i];
+            if entry.leaf {
+                out.push(entry);
+                i = entry.end;
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Words in `text`: whitespace-separated tokens, where a run of CJK characters (written
+/// without spaces) counts one word per two characters, so thresholds in words mean the
+/// same amount of text in Chinese or Japanese as in English.
+fn count_words(text: &str) -> usize {
+    text.split_whitespace()
+        .map(|token| {
+            let cjk = token.chars().filter(|&c| is_cjk(c)).count();
+            if cjk == 0 { 1 } else { cjk.div_ceil(2).max(1) }
+        })
+        .sum()
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
+        | 0x20000..=0x2FFFF) // CJK Extensions B..
+}
+
+/// The element's text with whitespace collapsed, lowercased.
+fn norm_text(node: &NodeRef<'_>) -> String {
+    let text = node.text();
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    out
+}
+
+fn is_block_name(name: &str) -> bool {
+    BLOCK_TAGS.contains(&name)
+}
+
+fn heading_level_of(name: &str) -> Option<u8> {
+    let bytes = name.as_bytes();
+    if bytes.len() == 2 && bytes[0] == b'h' && (b'1'..=b'6').contains(&bytes[1]) {
+        Some(bytes[1] - b'0')
+    } else {
+        None
+    }
+}
+
+fn remove_all(nodes: &[NodeRef<'_>]) -> usize {
+    for n in nodes {
+        n.remove_from_parent();
+    }
+    nodes.len()
+}
+
+// ------------------------------------------------------------------ rule 1
+
+/// Rule 1: frames, objects, scripts, form controls and media players always; forms,
+/// navigation, asides, dialogs, and elements that are hidden (`hidden`,
+/// `aria-hidden="true"`, `display:none`) or have a furniture `role`, unless they hold a
+/// body paragraph. An `<iframe>`'s fallback text is never article text (and, parsed as raw
+/// text, would otherwise leak into the Markdown as escaped markup).
+pub(crate) fn drop_non_content(root: &NodeRef<'_>) -> usize {
+    Census::new(root).sweep(|_, e| {
+        let n = &e.node;
+        if NON_CONTENT_TAGS.contains(&e.name.as_str()) {
+            return true;
+        }
+        if e.body_inside {
+            return false;
+        }
+        FURNITURE_TAGS.contains(&e.name.as_str())
+            || n.has_attr("hidden")
+            || n.attr("aria-hidden")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            || n.attr("role").is_some_and(|r| {
+                r.split_whitespace()
+                    .any(|r| NON_CONTENT_ROLES.contains(&r.to_ascii_lowercase().as_str()))
+            })
+            || n.attr("style").is_some_and(|s| {
+                let s: String = s
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect::<String>()
+                    .to_ascii_lowercase();
+                s.contains("display:none") || s.contains("visibility:hidden")
+            })
+    })
+}
+
+// ------------------------------------------------------------------ rule 2
+
+/// The furniture word `class` / `id` name, if any.
+fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
+    let mut names = String::new();
+    if let Some(c) = node.attr("class") {
+        names.push_str(&c);
+    }
+    if let Some(i) = node.attr("id") {
+        names.push(' ');
+        names.push_str(&i);
+    }
+    if names.is_empty() {
+        return None;
+    }
+    let lower = names.to_ascii_lowercase();
+    let mut previous = "";
+    for token in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
+        if token.is_empty() {
+            continue;
+        }
+        // `no-caption`, `without-sidebar` say the furniture is absent
+        if !matches!(previous, "no" | "without" | "has" | "with")
+            && let Some(&word) = HINT_WORDS.iter().find(|&&w| w == token)
+        {
+            return Some(word);
+        }
+        previous = token;
+    }
+    None
+}
+
+/// Rule 2: an element whose `class` or `id` names a kind of furniture ([`HINT_WORDS`]) is
+/// dropped, unless it holds [`HINT_MAX_SHARE`] of the article's text or more, or holds a
+/// body paragraph, or is a heading, paragraph, list item or inline element (a hint there
+/// styles text, it does not mark a box).
+pub(crate) fn drop_by_hint(root: &NodeRef<'_>) -> usize {
+    let census = Census::new(root);
+    let total: usize = census
+        .entries
+        .iter()
+        .filter(|e| e.node.parent().is_some_and(|p| p.id == root.id))
+        .map(|e| e.stats.chars)
+        .sum();
+    let limit = HINT_MAX_SHARE * total.max(1) as f64;
+    census.sweep(|_, e| {
+        is_block_name(&e.name)
+            && heading_level_of(&e.name).is_none()
+            && !matches!(e.name.as_str(), "p" | "li")
+            && !e.body_inside
+            && (e.stats.chars as f64) < limit
+            && hint_word(&e.node).is_some()
+    })
+}
+
+// ------------------------------------------------------------------ rule 3
+
+/// Rule 3: every `<figcaption>`, and any block holding three or more images, no heading,
+/// and fewer than [`GALLERY_WORDS_PER_IMAGE`] words of text per image (a gallery or
+/// slideshow), with its text. A list of features or products with a heading per item is
+/// not a gallery.
+pub(crate) fn drop_captions_and_galleries(root: &NodeRef<'_>) -> usize {
+    Census::new(root).sweep(|_, e| {
+        e.name == "figcaption"
+            || (is_block_name(&e.name)
+                && e.stats.images >= 3
+                && e.stats.headings == 0
+                && e.stats.words < GALLERY_WORDS_PER_IMAGE * e.stats.images)
+    })
+}
+
+/// A block of three or more images with fewer words than this per image is a gallery.
+const GALLERY_WORDS_PER_IMAGE: usize = 15;
+
+// ------------------------------------------------------------------ rule 4
+
+/// Labels that introduce a list of links to other pages.
+const RELATED_LABELS: &[&str] = &[
+    "related",
+    "read more",
+    "read also",
+    "also read",
+    "read next",
+    "more from",
+    "more on",
+    "more stories",
+    "more news",
+    "other stories",
+    "see also",
+    "you may also like",
+    "you might also like",
+    "you may like",
+    "recommended",
+    "popular",
+    "trending",
+    "most read",
+    "most viewed",
+    "latest",
+    "don't miss",
+    "editor's picks",
+    "up next",
+    "explore more",
+    "keep reading",
+    "continue reading",
+];
+
+/// How many nodes of a link list are searched for its label.
+const LABEL_SCAN: usize = 50;
+
+fn is_related_label(text: &str) -> bool {
+    count_words(text) <= 8 && RELATED_LABELS.iter().any(|l| text.contains(l))
+}
+
+/// Rule 4: a list (`ul`, `ol`, `dl`), table or sectioning block with at least two links whose
+/// text is at least 60 % link text and that holds no body paragraph (teaser lists, "more
+/// stories" feeds, tag and topic rows), when it sits before the first body paragraph,
+/// after the last one, or is introduced by a related-content label (`Related`, `Read
+/// more`, `More from ...`) in the element before it or in its own first line. A link list
+/// amid the body without such a label is article content (a list of sources, of products
+/// reviewed) and stays.
+pub(crate) fn drop_link_lists(root: &NodeRef<'_>) -> usize {
+    let census = Census::new(root);
+    let body: Vec<usize> = census
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.leaf && heading_level_of(&e.name).is_none() && e.stats.is_body())
+        .map(|(i, _)| i)
+        .collect();
+    let (first_body, last_body) = match (body.first(), body.last()) {
+        (Some(&f), Some(&l)) => (f, l),
+        _ => (usize::MAX, 0),
+    };
+    census.sweep(|i, e| {
+        let linky = matches!(
+            e.name.as_str(),
+            "ul" | "ol" | "dl" | "table" | "div" | "section" | "header" | "footer"
+        ) && e.stats.links >= 2
+            && e.stats.link_density() >= 0.6
+            && !e.body_inside;
+        if !linky {
+            return false;
+        }
+        let at_edge = e.end <= first_body || i > last_body;
+        at_edge || labelled_related(e)
+    })
+}
+
+/// Whether the element before `e`, or `e`'s own first leaf block, is a related-content
+/// label.
+fn labelled_related(e: &Entry<'_>) -> bool {
+    let before = e
+        .node
+        .prev_element_sibling()
+        .map(|p| norm_text(&p))
+        .is_some_and(|t| is_related_label(&t));
+    let first_line = e
+        .node
+        .descendants_it()
+        .take(LABEL_SCAN)
+        .find(|d| {
+            d.node_name().is_some_and(|n| {
+                heading_level_of(&n).is_some() || matches!(n.as_ref(), "p" | "strong" | "b")
+            })
+        })
+        .map(|d| norm_text(&d))
+        .is_some_and(|t| is_related_label(&t));
+    before || first_line
+}
+
+// ------------------------------------------------------------------ rule 5
+
+/// Whole-block texts that are interface labels, not content.
+const UI_LABELS: &[&str] = &[
+    "ad",
+    "advertisement",
+    "advertising",
+    "sponsored",
+    "sponsored content",
+    "close",
+    "share",
+    "share this",
+    "share this article",
+    "share this story",
+    "share on facebook",
+    "share on twitter",
+    "tweet",
+    "email",
+    "print",
+    "comments",
+    "comment",
+    "menu",
+    "next",
+    "previous",
+    "prev",
+    "back",
+    "back to top",
+    "more",
+    "read more",
+    "continue reading",
+    "loading",
+    "play",
+    "pause",
+    "expand",
+    "collapse",
+    "enlarge",
+    "enlarge this image",
+    "fullscreen",
+    "full screen",
+    "caption",
+    "hide caption",
+    "show caption",
+    "toggle caption",
+    "image",
+    "photo",
+    "video",
+    "gallery",
+    "view gallery",
+    "open gallery",
+    "skip ad",
+    "story continues below advertisement",
+    "article continues below advertisement",
+    "article continues below",
+    "story continues below",
+    "continue reading below",
+    "advertisement continue reading below",
+    "related",
+    "related articles",
+    "related stories",
+    "related content",
+    "recommended",
+    "recommended for you",
+    "you may also like",
+    "you might also like",
+    "more stories",
+    "more from",
+    "most popular",
+    "most read",
+    "trending",
+    "top stories",
+    "read next",
+    "up next",
+    "don't miss",
+    "see also",
+    "tags",
+    "topics",
+    "follow us",
+    "newsletter",
+    "sign up",
+    "subscribe",
+    "log in",
+    "sign in",
+    "listen",
+    "listen to this article",
+    "watch",
+];
+
+/// Block starts that mark furniture in a short block (at most [`SHORT_BLOCK_WORDS`] words
+/// after them, or any length for the ones ending in `:`).
+const FURNITURE_STARTS: &[&str] = &[
+    "advertisement",
+    "sign up for",
+    "sign up to",
+    "subscribe to",
+    "subscribe for",
+    "subscribe now",
+    "get our",
+    "join our",
+    "follow us",
+    "like us on",
+    "share this",
+    "share on",
+    "click here to",
+    "read more:",
+    "read more about",
+    "read next:",
+    "more:",
+    "related:",
+    "related coverage:",
+    "see also:",
+    "also read:",
+    "also see:",
+    "watch:",
+    "listen:",
+    "recommended:",
+    "you may also like",
+    "you might also like",
+    "photo:",
+    "photos:",
+    "photograph:",
+    "image:",
+    "picture:",
+    "credit:",
+    "image credit",
+    "photo credit",
+    "photo by",
+    "(photo",
+    "source: getty",
+    "filed under:",
+    "tags:",
+    "topics:",
+    "categories:",
+    "posted in:",
+    "copyright ©",
+    "copyright (c)",
+    "©",
+    "this article was originally published",
+    "this story was originally published",
+    "originally published",
+    "we use cookies",
+    "download the app",
+    "have a news tip",
+    "report an error",
+    "leave a comment",
+    "view comments",
+    "load comments",
+    "show comments",
+    "book a demo",
+    "request a demo",
+    "request a quote",
+    "get a quote",
+    "get in touch",
+    "contact us",
+    "apply now",
+    "start your free trial",
+    "start free trial",
+    "try it free",
+    "get started",
+    "learn more",
+    "log in",
+    "sign in",
+    "back to",
+    "jump to",
+    "skip to",
+    "about the author",
+    "share your story",
+    "join the conversation",
+    "what do you think?",
+    "be the first to comment",
+];
+
+/// Phrases that mark furniture anywhere in a short block.
+const FURNITURE_PHRASES: &[&str] = &[
+    "all rights reserved",
+    "getty images",
+    "ap photo",
+    "afp photo",
+    "shutterstock",
+    "sign up for our newsletter",
+    "subscribe to our newsletter",
+    "in your inbox",
+    "delivered to your inbox",
+];
+
+/// `Image 1 of 8`, `Photo 3 / 12`, `2 of 10`, `1/8`: a gallery counter.
+fn is_counter(text: &str) -> bool {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let nums: Vec<&str> = match words.as_slice() {
+        [a, "of", b] | [_, a, "of", b] | [_, a, "/", b] | [a, "/", b] => vec![a, b],
+        [ab] | [_, ab] => match ab.split_once('/') {
+            Some((a, b)) => vec![a, b],
+            None => return false,
+        },
+        _ => return false,
+    };
+    nums.iter()
+        .all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// Whether a block's normalized text is furniture by its words alone.
+fn is_furniture_text(text: &str, words: usize) -> bool {
+    let trimmed = text.trim_matches(|c: char| !c.is_alphanumeric() && c != '©' && c != '(');
+    if UI_LABELS.contains(&trimmed) || (words <= 5 && is_counter(text)) {
+        return true;
+    }
+    for start in FURNITURE_STARTS {
+        if text.starts_with(start) && (words <= SHORT_BLOCK_WORDS || start.ends_with(':')) {
+            // a ':' start is furniture only while the block stays short-ish
+            if words <= 3 * SHORT_BLOCK_WORDS {
+                return true;
+            }
+        }
+    }
+    words <= 2 * SHORT_BLOCK_WORDS && FURNITURE_PHRASES.iter().any(|p| text.contains(p))
+}
+
+/// Rule 5: a leaf block (paragraph, list item, heading, caption-like `div`) that is
+/// furniture by its words: an interface label (`Advertisement`, `Close`, `Share`), a
+/// gallery counter (`Image 1 of 8`), a short block starting like furniture (`Sign up
+/// for...`, `Read more: ...`, `Photo: ...`, `©`), or a short block with a credit or rights
+/// phrase (`Getty Images`, `AP Photo`, `All rights reserved`).
+pub(crate) fn drop_boilerplate_text(root: &NodeRef<'_>) -> usize {
+    let census = Census::new(root);
+    let doomed: Vec<NodeRef<'_>> = census
+        .leaf_blocks()
+        .into_iter()
+        .filter(|b| {
+            let text = norm_text(&b.node);
+            !text.is_empty() && is_furniture_text(&text, b.stats.words)
+        })
+        .map(|b| b.node)
+        .collect();
+    remove_all(&doomed)
+}
+
+// ------------------------------------------------------------------ rule 6
+
+/// Rule 6: a leaf block of 3 to [`REPEAT_MAX_WORDS`] words whose text already appeared in
+/// an earlier block is dropped (a caption repeated once per image, a pull quote); the first
+/// copy stays. Longer paragraphs may repeat (a refrain, a quoted passage), and so may
+/// headings (`Pros`, `Cons` under every product), table cells and list items (a timetable
+/// says `Rest` every Monday).
+pub(crate) fn drop_repeated_blocks(root: &NodeRef<'_>) -> usize {
+    let census = Census::new(root);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut doomed = Vec::new();
+    for block in census.leaf_blocks() {
+        if !(3..=REPEAT_MAX_WORDS).contains(&block.stats.words)
+            || matches!(block.name.as_str(), "td" | "th" | "tr" | "li" | "dt" | "dd")
+            || heading_level_of(&block.name).is_some()
+            || block.in_table
+        {
+            continue;
+        }
+        let count = seen.entry(norm_text(&block.node)).or_insert(0);
+        *count += 1;
+        if *count > 1 {
+            doomed.push(block.node);
+        }
+    }
+    remove_all(&doomed)
+}
+
+// ------------------------------------------------------------------ rule 7
+
+const AUTHOR_ROLES: &[&str] = &[
+    "reporter",
+    "writer",
+    "editor",
+    "correspondent",
+    "journalist",
+    "columnist",
+    "contributor",
+    "producer",
+    "freelance",
+    "author",
+    "staff",
+];
+
+/// `Jane Doe is a reporter for ...`, `John Smith covers ...`, `Contact ... at ...`: a
+/// capitalised name of one to four words, then `is` / `was` / `covers` / `writes`, and a
+/// word for a writer's job; or a contact line.
+fn is_author_box(text: &str, words: usize) -> bool {
+    if words > 60 {
+        return false;
+    }
+    let lower = text.to_lowercase();
+    let first: Vec<&str> = text.split_whitespace().take(7).collect();
+    let verb_at = first
+        .iter()
+        .position(|w| matches!(*w, "is" | "was" | "covers" | "writes"));
+    let names_a_person = verb_at.is_some_and(|i| {
+        (1..=4).contains(&i)
+            && first[..i]
+                .iter()
+                .all(|w| w.chars().next().is_some_and(char::is_uppercase))
+    });
+    (names_a_person && AUTHOR_ROLES.iter().any(|r| lower.contains(r)))
+        || lower.starts_with("contact ")
+        || lower.starts_with("follow ") && (lower.contains("twitter") || lower.contains(" on "))
+        || lower.starts_with("email ")
+        || lower.starts_with("write to ")
+}
+
+const MONTHS: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+];
+
+/// A byline or dateline: `By Jane Doe`, `Updated March 3, 2024`, `5 min read`,
+/// `Posted on 2024-03-03`, `Jane Doe | 12 Mar 2024`.
+fn is_dateline(text: &str) -> bool {
+    const STARTS: &[&str] = &[
+        "by ",
+        "updated",
+        "published",
+        "posted",
+        "last updated",
+        "last modified",
+        "written by",
+        "reviewed by",
+        "fact checked by",
+        "fact-checked by",
+        "edited by",
+    ];
+    if STARTS.iter().any(|p| text.starts_with(p)) {
+        return true;
+    }
+    if text.contains("min read") || text.contains("minute read") || text.contains("reading time") {
+        return true;
+    }
+    // a month name next to a number, or a numeric date such as 2024-03-03 or 03/03/2024
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has_number =
+        |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()) && w.len() <= 4;
+    let month_date = words.windows(2).any(|p| {
+        (MONTHS.contains(&p[0]) && has_number(p[1])) || (has_number(p[0]) && MONTHS.contains(&p[1]))
+    });
+    let numeric_date = text.split_whitespace().any(|w| {
+        let parts: Vec<&str> = w.split(['-', '/', '.']).collect();
+        parts.len() == 3
+            && parts.iter().all(|p| has_number(p))
+            && parts.iter().any(|p| p.len() == 4)
+    });
+    month_date || numeric_date
+}
+
+/// Rule 7: the article's edges. Before the first body paragraph (at least
+/// [`BODY_PARAGRAPH_WORDS`] words, mostly not links), a short block that is mostly links
+/// (breadcrumbs, a section row) or is a byline or dateline (`By Jane Doe`, `Updated
+/// March 3, 2024`, `5 min read`) is dropped. After the last body paragraph, an author box
+/// (`Jane Doe is a reporter for ...`) and short blocks that are almost all link (`Read
+/// more` rows, a feed of headlines) are dropped. List items and table cells are left to
+/// rule 4, which judges their list or table as a whole.
+pub(crate) fn drop_edge_furniture(root: &NodeRef<'_>) -> usize {
+    let census = Census::new(root);
+    let blocks = census.leaf_blocks();
+    let body = |b: &Entry<'_>| heading_level_of(&b.name).is_none() && b.stats.is_body();
+    let Some(first) = blocks.iter().position(|b| body(b)) else {
+        return 0;
+    };
+    let last = blocks.iter().rposition(|b| body(b)).unwrap_or(first);
+    let mut doomed = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        let s = block.stats;
+        // list items and table cells are judged as lists and tables (rule 4)
+        let item = matches!(block.name.as_str(), "li" | "td" | "th" | "tr" | "dt" | "dd");
+        let drop = if i < first {
+            s.words <= SHORT_BLOCK_WORDS
+                && ((!item && s.links >= 1 && s.link_density() >= 0.5)
+                    || is_dateline(&norm_text(&block.node)))
+        } else if i > last {
+            (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)
+                || is_author_box(&block.node.text(), s.words)
+        } else {
+            false
+        };
+        if drop {
+            doomed.push(block.node);
+        }
+    }
+    remove_all(&doomed)
+}
+
+// ------------------------------------------------------------------ rule 8
+
+/// Rule 8: when the first leaf block of the article is the headline again (same words,
+/// case and punctuation aside), it goes: the Markdown already starts with `# Title`.
+pub(crate) fn drop_title_repeat(root: &NodeRef<'_>, title: &str) -> usize {
+    let want = words_only(title);
+    if want.is_empty() {
+        return 0;
+    }
+    let census = Census::new(root);
+    let Some(first) = census.leaf_blocks().into_iter().find(|b| b.stats.chars > 0) else {
+        return 0;
+    };
+    if words_only(&first.node.text()) == want {
+        remove_all(std::slice::from_ref(&first.node))
+    } else {
+        0
+    }
+}
+
+fn words_only(text: &str) -> String {
+    let mut out = String::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    out
+}
+
+// ------------------------------------------------------------------ rule 9
+
+/// Rule 9: a heading with no text and no image after it before the next heading of the
+/// same or a higher level, or before the article ends (a "Related stories" heading whose
+/// list went).
+pub(crate) fn drop_orphan_headings(root: &NodeRef<'_>) -> usize {
+    let census = Census::new(root);
+    let entries = &census.entries;
+    let mut doomed = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let Some(level) = heading_level_of(&entry.name) else {
+            continue;
+        };
+        let mut has_content = false;
+        for next in &entries[entry.end..] {
+            if heading_level_of(&next.name).is_some_and(|l| l <= level) {
+                break;
+            }
+            if next.own_chars > 0 || next.name == "img" || next.name == "picture" {
+                has_content = true;
+                break;
+            }
+        }
+        if !has_content && entries[i].stats.chars > 0 {
+            doomed.push(entry.node);
+        }
+    }
+    remove_all(&doomed)
+}
+
+// ------------------------------------------------------------------ rendering
+
+/// Renames the blocks the Markdown serializer would run together to `div`.
+fn separate_blocks(root: &NodeRef<'_>) {
+    for entry in Census::new(root).entries {
+        if RENAME_TO_DIV.contains(&entry.name.as_str()) {
+            entry.node.rename("div");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use dom_query::Document;
+
+    const BODY: &str = "<p>The council voted on Tuesday to expand the city's bus network, adding \
+        four routes that connect the northern suburbs with the hospital district and the \
+        university campus across the river.</p>";
+
+    /// Asserts that `text` holds every `kept` phrase and none of the `gone` ones.
+    fn check(text: &str, kept: &[&str], gone: &[&str]) {
+        for k in kept {
+            assert!(text.contains(k), "{k:?} lost: {text}");
+        }
+        for g in gone {
+            assert!(!text.contains(g), "{g:?} kept: {text}");
+        }
+    }
+
+    /// Applies `rule` to `<div id=root>` holding `inner`, returns (removed, root's text).
+    fn apply(inner: &str, rule: impl Fn(&NodeRef<'_>) -> usize) -> (usize, String) {
+        let doc = Document::from(format!(
+            "<html><body><div id=root>{inner}</div></body></html>"
+        ));
+        let root = doc.select_single("#root");
+        let root = *root.nodes().first().unwrap();
+        let n = rule(&root);
+        (n, norm_text(&root))
+    }
+
+    #[test]
+    fn non_content_drops_frames_forms_nav_aside_and_hidden() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<iframe src=x>&lt;p&gt;frame text&lt;/p&gt;</iframe>\
+                 <form><label>Email</label><input><button>Sign me up</button></form>\
+                 <nav>Home News</nav><aside>Pull box</aside>\
+                 <div hidden>hidden one</div><div aria-hidden=true>hidden two</div>\
+                 <div style='display: none'>hidden three</div><div role=dialog>dialog box</div>"
+            ),
+            drop_non_content,
+        );
+        assert_eq!(n, 8, "{text}");
+        assert!(text.contains("the council voted"), "{text}");
+        for gone in [
+            "frame text",
+            "email",
+            "sign me up",
+            "home news",
+            "pull box",
+            "hidden",
+            "dialog box",
+        ] {
+            assert!(!text.contains(gone), "{gone} kept: {text}");
+        }
+    }
+
+    #[test]
+    fn hint_words_match_tokens_not_substrings() {
+        let doc = Document::from(
+            "<div class='newsletter-box'></div><div class='share-tools'></div>\
+             <div class='adam'></div><div id='ad'></div><div class='bad-header'></div>\
+             <div class='commentary'></div><div class='no-caption'></div>",
+        );
+        let found: Vec<Option<&str>> = doc.select("div").nodes().iter().map(hint_word).collect();
+        assert_eq!(
+            found,
+            vec![
+                Some("newsletter"),
+                Some("share"),
+                None,
+                Some("ad"),
+                None,
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn hint_drops_furniture_boxes_but_not_big_wrappers_or_paragraphs() {
+        let (n, text) = apply(
+            &format!(
+                "<div class='article-body social-enabled'>{BODY}{BODY}</div>\
+                 <div class='newsletter-signup'>Get the morning briefing</div>\
+                 <section id='related-links'>Other stories</section>\
+                 <p class='share-note'>A styled paragraph that stays.</p>"
+            ),
+            drop_by_hint,
+        );
+        assert_eq!(n, 2, "{text}");
+        check(
+            &text,
+            &["the council voted", "a styled paragraph"],
+            &["morning briefing", "other stories"],
+        );
+    }
+
+    #[test]
+    fn captions_and_galleries_go() {
+        let gallery: String = (1..=4)
+            .map(|i| format!("<div><img src='/g{i}.jpg'><span>Shot {i}</span></div>"))
+            .collect();
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<figure><img src=/a.jpg><figcaption>The new bus depot. Photo: J. Doe</figcaption></figure>\
+                 <div class=x>{gallery}</div><p><img src=/b.jpg> A paragraph with one image stays.</p>"
+            ),
+            drop_captions_and_galleries,
+        );
+        assert_eq!(n, 2, "{text}");
+        check(&text, &["one image stays"], &["bus depot", "shot 3"]);
+    }
+
+    #[test]
+    fn link_lists_go_prose_with_links_stays() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<p>The plan, <a href=/a>first proposed</a> in 2019, was <a href=/b>revised</a> \
+                 twice before the vote.</p>\
+                 <ul><li><a href=/1>Mayor opens new library</a></li><li><a href=/2>Storm closes schools</a></li>\
+                 <li><a href=/3>Budget talks stall</a></li></ul>\
+                 <div><a href=/t/1>Transport</a> · <a href=/t/2>City Hall</a></div>"
+            ),
+            drop_link_lists,
+        );
+        assert_eq!(n, 2, "{text}");
+        check(
+            &text,
+            &["first proposed", "revised"],
+            &["mayor opens", "city hall"],
+        );
+    }
+
+    #[test]
+    fn link_dense_section_with_a_body_paragraph_stays() {
+        let long_link = "<a href=/x>".to_owned() + &"word ".repeat(80) + "</a>";
+        let (n, _) = apply(
+            &format!("<div>{long_link}<a href=/y>more</a>{BODY}</div>"),
+            drop_link_lists,
+        );
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn counters_are_recognised() {
+        for yes in [
+            "image 1 of 8",
+            "photo 3 / 12",
+            "2 of 10",
+            "1/8",
+            "slide 4/9",
+        ] {
+            assert!(is_counter(yes), "{yes}");
+        }
+        for no in [
+            "one of the best",
+            "24/7 coverage of the",
+            "of 8",
+            "image one of eight",
+        ] {
+            assert!(!is_counter(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn boilerplate_text_goes_by_its_words() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<p>Advertisement</p><p>Image 1 of 8</p><p>Close</p>\
+                 <p>Photo: Jane Roe, AP</p><p>Sign up for our daily newsletter</p>\
+                 <p>Read more: <a href=/z>Council approves budget</a></p>\
+                 <p>© 2024 The Daily Example. All rights reserved.</p>\
+                 <p>Photographers gathered at the depot as the first bus left at dawn.</p>"
+            ),
+            drop_boilerplate_text,
+        );
+        assert_eq!(n, 7, "{text}");
+        assert!(text.contains("photographers gathered"), "{text}");
+        assert!(text.contains("the council voted"), "{text}");
+    }
+
+    #[test]
+    fn long_blocks_are_not_furniture_by_a_phrase() {
+        let long = format!(
+            "<p>Subscribe to {}</p>",
+            "the idea that buses matter ".repeat(10)
+        );
+        let (n, _) = apply(&long, drop_boilerplate_text);
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn repeated_blocks_keep_the_first_copy() {
+        let cap = "<div>Riders board the new route 12 bus.</div>";
+        let (n, text) = apply(
+            &format!("{cap}{BODY}{cap}{cap}<p>Yes.</p><p>Yes.</p>"),
+            drop_repeated_blocks,
+        );
+        assert_eq!(n, 2, "{text}");
+        assert_eq!(text.matches("riders board").count(), 1, "{text}");
+        assert_eq!(
+            text.matches("yes.").count(),
+            2,
+            "short blocks may repeat: {text}"
+        );
+    }
+
+    #[test]
+    fn edges_drop_breadcrumbs_and_author_boxes() {
+        let (n, text) = apply(
+            &format!(
+                "<div><a href=/>Home</a> › <a href=/news>News</a> › <a href=/city>City</a></div>\
+                 <p>A short standfirst stays.</p>{BODY}{BODY}\
+                 <p>Jane Doe is a transport reporter for the Daily Example.</p>\
+                 <p><a href=/more>More transport news</a></p>"
+            ),
+            drop_edge_furniture,
+        );
+        assert_eq!(n, 3, "{text}");
+        assert!(text.contains("standfirst stays"), "{text}");
+        assert!(
+            !text.contains("home")
+                && !text.contains("jane doe")
+                && !text.contains("more transport"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn edges_leave_a_page_without_body_paragraphs_alone() {
+        let (n, _) = apply("<p><a href=/a>Only a link</a></p>", drop_edge_furniture);
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn author_box_shapes() {
+        assert!(is_author_box(
+            "Jane Doe is a reporter for the Daily Example.",
+            9
+        ));
+        assert!(is_author_box("Contact the author at jane@example.com", 6));
+        assert!(!is_author_box(
+            "The mayor is a former reporter who says buses matter.",
+            10
+        ));
+        assert!(
+            !is_author_box("Jane Doe is a reporter. ".repeat(20).as_str(), 100),
+            "too long"
+        );
+    }
+
+    #[test]
+    fn the_headline_repeated_first_goes_once() {
+        let (n, text) = apply(
+            &format!(
+                "<h1>Council Expands Bus Network!</h1>{BODY}<h2>Council expands bus network</h2>"
+            ),
+            |r| drop_title_repeat(r, "Council expands bus network"),
+        );
+        assert_eq!(n, 1, "{text}");
+        assert!(
+            text.contains("council expands bus network"),
+            "a later heading stays: {text}"
+        );
+        let (n, _) = apply(&format!("<h1>Something else</h1>{BODY}"), |r| {
+            drop_title_repeat(r, "Council expands bus network")
+        });
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn orphan_headings_go() {
+        let (n, text) = apply(
+            &format!(
+                "<h2>Background</h2>{BODY}<h2>Empty section</h2><h2>Next section</h2>{BODY}<h3>Related</h3>"
+            ),
+            drop_orphan_headings,
+        );
+        assert_eq!(n, 2, "{text}");
+        assert!(
+            text.contains("background") && text.contains("next section"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn deep_nesting_does_not_overflow() {
+        let depth = 5_000;
+        let html = format!("{}{BODY}{}", "<div>".repeat(depth), "</div>".repeat(depth));
+        let doc = Document::from(format!(
+            "<html><body><div id=root>{html}</div></body></html>"
+        ));
+        let root = doc.select_single("#root");
+        let root = *root.nodes().first().unwrap();
+        clean_article(&root, "A title");
+        assert!(norm_text(&root).contains("the council voted"));
+    }
+}

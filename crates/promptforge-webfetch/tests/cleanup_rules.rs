@@ -1,0 +1,417 @@
+//! The article cleanup rules through the public API (`html_to_markdown`, article
+//! rendering): one synthetic page per kind of furniture the readability pass used to keep,
+//! a page per recall guard, and two pages shaped like common CMS output (a WordPress post
+//! and a news site's article template).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use promptforge_webfetch::{Extraction, Rendering, html_to_markdown};
+
+const URL: &str = "https://news.example/2024/05/02/bus-network";
+
+/// Four body paragraphs about one story; each test adds its furniture around or among them.
+fn body(n: usize) -> String {
+    let paras = [
+        "The city council voted on Tuesday to expand the bus network, adding four routes that \
+         connect the northern suburbs with the hospital district and the university campus.",
+        "Officials said the new routes would start running in September, once the transit \
+         agency has hired and trained about sixty additional drivers for the extra shifts.",
+        "Residents of the northern suburbs have asked for better service for years, saying the \
+         single existing route was crowded at rush hour and rarely on time in the evenings.",
+        "The expansion will be paid for by a regional transport levy approved last year, with \
+         a smaller share coming from a state grant for low-emission public transport.",
+    ];
+    paras[..n].iter().map(|p| format!("<p>{p}</p>\n")).collect()
+}
+
+/// The four body paragraphs split before the one starting with `at`.
+fn split_body(at: &str) -> (String, String) {
+    let body = body(4);
+    let cut = body.find(at).expect("a paragraph start");
+    (body[..cut].to_owned(), body[cut..].to_owned())
+}
+
+/// A whole page: site navigation, the article (its headline, then `inner`), a sidebar and
+/// a footer.
+fn page(title: &str, inner: &str) -> String {
+    format!(
+        r#"<!doctype html><html><head><title>{title} | Daily Example</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/news">News</a> <a href="/sport">Sport</a></nav></header>
+<main><article><h1>{title}</h1>
+{inner}
+</article></main>
+<aside><h3>Most read</h3><ul><li><a href="/x1">Story one</a></li><li><a href="/x2">Story two</a></li></ul></aside>
+<footer><p>Daily Example footer</p></footer></body></html>"#
+    )
+}
+
+fn article(html: &str) -> String {
+    let (md, how) = html_to_markdown(html, Some(URL), Rendering::Article);
+    assert_eq!(how, Extraction::Readability, "{md}");
+    md
+}
+
+fn assert_body_kept(md: &str) {
+    for needle in [
+        "voted on Tuesday",
+        "start running in September",
+        "better service for years",
+        "regional transport levy",
+    ] {
+        assert!(md.contains(needle), "body paragraph {needle:?} lost:\n{md}");
+    }
+}
+
+fn assert_dropped(md: &str, furniture: &[&str]) {
+    for f in furniture {
+        assert!(!md.contains(f), "{f:?} kept:\n{md}");
+    }
+}
+
+#[test]
+fn figure_captions_galleries_and_photo_credits_are_dropped() {
+    let (first, rest) = split_body("<p>Officials");
+    let gallery: String = (1..=4)
+        .map(|i| {
+            format!(
+                r#"<div class="slide"><img src="/img/bus{i}.jpg" alt=""><div>Image {i} of 8</div>
+<div>Riders board the new route 12 bus at the depot.</div><button>Close</button></div>"#
+            )
+        })
+        .collect();
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}<figure><img src="/img/depot.jpg" alt="depot">
+<figcaption>The new depot on Harbour Road. Photo: Jane Roe, AP</figcaption></figure>
+<div class="media">{gallery}</div>
+<p>Caption</p><p>Photo: Jane Roe, AP</p>
+{rest}"#
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "Harbour Road",
+            "Image 1 of 8",
+            "Image 3 of 8",
+            "Riders board",
+            "Close",
+            "Caption",
+            "Jane Roe",
+        ],
+    );
+}
+
+#[test]
+fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
+    let caption = "<div>A driver checks the route display before the first run of the day.</div>";
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            "{}{caption}<img src=/a.jpg>{caption}<img src=/b.jpg>{caption}{caption}",
+            body(4)
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert!(md.matches("route display").count() <= 1, "{md}");
+}
+
+#[test]
+fn related_content_inside_and_after_the_article_is_dropped() {
+    let (first, rest) = split_body("<p>Residents");
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}
+<div><h4>You may also like</h4><ul>
+<li><a href="/a">Tram line delayed again</a></li><li><a href="/b">Fares to rise in spring</a></li>
+<li><a href="/c">New cycle lanes open</a></li></ul></div>
+{rest}
+<p><strong>Read more:</strong> <a href="/budget">Council approves the city budget</a></p>
+<section><h2>More stories</h2>
+<div><a href="/s1"><h3>Harbour festival returns</h3></a><a href="/s1">Crowds expected</a></div>
+<div><a href="/s2"><h3>Library opens late</h3></a><a href="/s2">Longer hours</a></div>
+<div><a href="/s3"><h3>School run changes</h3></a><a href="/s3">New drop-off zone</a></div>
+</section>"#
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "You may also like",
+            "Tram line delayed",
+            "Read more",
+            "approves the city budget",
+            "More stories",
+            "Harbour festival",
+            "Library opens late",
+        ],
+    );
+}
+
+#[test]
+fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"<div class="crumbs"><a href="/">Home</a> › <a href="/news">News</a> › <a href="/news/city">City</a></div>
+<p>By Jane Doe</p><p>Updated May 2, 2024</p>
+{}
+<div class="newsletter-signup"><h3>Get the morning briefing</h3><p>Sign up for our daily newsletter.</p>
+<form><input type="email"><button>Sign up</button></form></div>
+{}
+<p>Jane Doe is a transport reporter for the Daily Example.</p>
+<p>© 2024 Daily Example. All rights reserved.</p>"#,
+            body(2),
+            body(4)[body(2).len()..].to_owned()
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "› ",
+            "By Jane Doe",
+            "Updated May",
+            "morning briefing",
+            "newsletter",
+            "transport reporter",
+            "All rights reserved",
+        ],
+    );
+}
+
+#[test]
+fn iframe_text_does_not_leak_as_escaped_markup() {
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{}<iframe src="https://video.example/embed/1">&lt;p&gt;Your browser does not support iframes&lt;/p&gt;</iframe>
+<object data="/x.swf"><p>Flash fallback text</p></object>{}"#,
+            body(2),
+            &body(4)[body(2).len()..]
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(&md, &["iframes", "&lt;", "<p>", "Flash fallback"]);
+}
+
+#[test]
+fn the_headline_is_the_title_line_and_not_also_the_first_body_line() {
+    let html = page("Council expands bus network", &body(4));
+    let md = article(&html);
+    assert!(md.starts_with("# Council expands bus network\n\n"), "{md}");
+    assert_eq!(md.matches("Council expands bus network").count(), 1, "{md}");
+    assert_body_kept(&md);
+}
+
+#[test]
+fn a_link_list_amid_the_body_without_a_related_label_stays() {
+    let (first, rest) = split_body("<p>Residents");
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}<p>The four new routes are:</p><ul>
+<li><a href="/r/21">Route 21: Northgate to City Hospital</a></li>
+<li><a href="/r/22">Route 22: Northgate to University</a></li>
+<li><a href="/r/23">Route 23: Hilltop to Harbour</a></li>
+<li><a href="/r/24">Route 24: Hilltop to Central Station</a></li></ul>{rest}"#
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    for route in ["Route 21", "Route 22", "Route 23", "Route 24"] {
+        assert!(md.contains(route), "{route} lost:\n{md}");
+    }
+}
+
+#[test]
+fn a_paragraph_that_is_mostly_a_link_stays_amid_the_body() {
+    let (first, rest) = split_body("<p>Residents");
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}<p>The full plan is in <a href="/plan.pdf">the council's published
+network review for the northern suburbs, with maps of every new stop</a>.</p>{rest}"#
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert!(
+        md.contains("network review for the northern suburbs"),
+        "{md}"
+    );
+}
+
+#[test]
+fn headings_and_tables_that_repeat_are_content() {
+    let rows: String = ["Monday", "Tuesday", "Wednesday"]
+        .iter()
+        .map(|d| format!("<tr><td>{d}</td><td>Every 10 minutes</td><td>Every 20 minutes</td></tr>"))
+        .collect();
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            "{}<h2>Route 21</h2><h3>Pros</h3><p>Direct to the hospital.</p>\
+             <h2>Route 22</h2><h3>Pros</h3><p>Direct to the campus.</p>\
+             <table><tr><th>Day</th><th>Peak</th><th>Off-peak</th></tr>{rows}</table>{}",
+            body(2),
+            &body(4)[body(2).len()..]
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_eq!(md.matches("Pros").count(), 2, "{md}");
+    assert_eq!(md.matches("Every 10 minutes").count(), 3, "{md}");
+}
+
+#[test]
+fn an_article_the_rules_would_empty_keeps_its_uncleaned_text() {
+    // every paragraph sits in a box whose class names furniture; the rules would leave
+    // nothing, so the uncleaned article is returned instead of the whole page
+    let boxed: String = body(4)
+        .lines()
+        .map(|p| format!("<div class=\"promo\">{p}</div>\n"))
+        .collect();
+    let html = page("Council expands bus network", &boxed);
+    let (md, how) = html_to_markdown(&html, Some(URL), Rendering::Article);
+    assert_eq!(how, Extraction::Readability, "{md}");
+    assert_body_kept(&md);
+    assert!(
+        !md.contains("Daily Example footer"),
+        "not the whole page: {md}"
+    );
+}
+
+/// A post as a WordPress block theme writes it: entry header with categories and date,
+/// image blocks with captions, a gallery block, share buttons, a "Related" block (Jetpack
+/// style), tags, an author box and post navigation.
+#[test]
+fn a_wordpress_shaped_post() {
+    let gallery: String = (1..=5)
+        .map(|i| {
+            format!(
+                r#"<figure class="wp-block-image"><img src="/wp-content/uploads/bus{i}.jpg" alt="">
+<figcaption class="wp-element-caption">Route test run {i}</figcaption></figure>"#
+            )
+        })
+        .collect();
+    let html = format!(
+        r#"<!doctype html><html><head><title>Council expands bus network – City Notes</title></head>
+<body class="post-template-default single single-post">
+<div class="wp-site-blocks"><header class="wp-block-template-part"><nav class="wp-block-navigation">
+<a href="/">Home</a><a href="/about">About</a><a href="/contact">Contact</a></nav></header>
+<main class="wp-block-group"><article class="post type-post">
+<div class="entry-meta"><a href="/category/transport" rel="category">Transport</a>
+<time datetime="2024-05-02">May 2, 2024</time></div>
+<h1 class="wp-block-post-title">Council expands bus network</h1>
+<div class="entry-content wp-block-post-content">
+{b1}
+<figure class="wp-block-image size-large"><img src="/wp-content/uploads/depot.jpg" alt="">
+<figcaption class="wp-element-caption">The depot on Harbour Road (Photo: City Notes)</figcaption></figure>
+{b2}
+<figure class="wp-block-gallery has-nested-images columns-3">{gallery}</figure>
+<div class="sharedaddy sd-sharing-enabled"><h3 class="sd-title">Share this:</h3>
+<ul><li><a href="/share/x">X</a></li><li><a href="/share/fb">Facebook</a></li><li><a href="/share/mail">Email</a></li></ul></div>
+<div id="jp-relatedposts" class="jp-relatedposts"><h3 class="jp-relatedposts-headline"><em>Related</em></h3>
+<div class="jp-relatedposts-items"><p><a href="/tram">Tram line delayed again</a></p><p><a href="/fares">Fares to rise</a></p>
+<p><a href="/cycle">New cycle lanes</a></p></div></div>
+</div>
+<div class="wp-block-post-terms"><a href="/tag/buses" rel="tag">buses</a>, <a href="/tag/council" rel="tag">council</a></div>
+<div class="wp-block-post-author"><p class="wp-block-post-author__name">Jane Doe</p>
+<p class="wp-block-post-author__bio">Jane Doe is a freelance writer who covers the city's transport.</p></div>
+<nav class="wp-block-post-navigation-link"><a href="/prev">Previous post</a> <a href="/next">Next post</a></nav>
+</article></main>
+<footer class="wp-block-template-part"><p>Proudly powered by WordPress</p></footer></div></body></html>"#,
+        b1 = body(2),
+        b2 = &body(4)[body(2).len()..],
+    );
+    let md = article(&html);
+    assert!(md.starts_with("# Council expands bus network\n\n"), "{md}");
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "Harbour Road",
+            "Route test run",
+            "Share this",
+            "Facebook",
+            "Related",
+            "Tram line",
+            "freelance writer",
+            "Previous post",
+            "powered by WordPress",
+        ],
+    );
+}
+
+/// An article as a news publisher's template writes it: section breadcrumb, byline and
+/// timestamp, a lead image with caption and credit, an inline "related" teaser, an ad slot
+/// with its label, an embedded video frame, a newsletter promo, a "most popular" feed and
+/// a correction / copyright line.
+#[test]
+fn a_news_site_shaped_article() {
+    let html = format!(
+        r#"<!doctype html><html><head><title>Council expands bus network - Daily Example</title>
+<meta property="og:title" content="Council expands bus network"></head><body>
+<div id="top-nav"><a href="/">Daily Example</a> <a href="/news">News</a> <a href="/opinion">Opinion</a></div>
+<main><article class="story">
+<div class="story-header">
+<ol class="breadcrumb"><li><a href="/news">News</a></li><li><a href="/news/local">Local</a></li></ol>
+<h1 class="headline">Council expands bus network</h1>
+<div class="byline-block"><span>By <a href="/by/jane-doe">Jane Doe</a></span>
+<time>Published 9:14 AM EDT, Thu May 2, 2024</time></div></div>
+<figure class="lead-art"><img src="/photos/depot.jpg" alt="A bus leaves the depot">
+<figcaption><span class="caption-text">A bus leaves the Harbour Road depot on Monday.</span>
+<span class="credit">John Smith/Daily Example</span></figcaption></figure>
+<div class="story-body">
+{b1}
+<div class="inline-related"><span>Related:</span> <a href="/tram">Tram line delayed again as costs rise</a></div>
+<div class="ad-slot"><p>Advertisement</p><div id="ad-300x250"></div></div>
+{b2}
+<div class="video-embed"><iframe src="https://player.example/embed/99">&lt;a href="/v"&gt;Watch the video&lt;/a&gt;</iframe></div>
+<div class="promo newsletter"><p>Get local news in your inbox every morning. <a href="/newsletters">Sign up</a></p></div>
+{b3}
+<p><em>Correction: an earlier version of this story misstated the number of new routes.</em></p>
+</div>
+<div class="most-popular"><h2>Most popular</h2><ol>
+<li><a href="/p1">Harbour festival returns</a></li><li><a href="/p2">Library opens late</a></li>
+<li><a href="/p3">School run changes</a></li></ol></div>
+<p class="copyright">© 2024 Daily Example Media. All rights reserved.</p>
+</article></main></body></html>"#,
+        b1 = body(1),
+        b2 = &body(3)[body(1).len()..],
+        b3 = &body(4)[body(3).len()..],
+    );
+    let md = article(&html);
+    assert!(md.starts_with("# Council expands bus network\n\n"), "{md}");
+    assert_body_kept(&md);
+    assert!(
+        md.contains("Correction: an earlier version"),
+        "a correction is content: {md}"
+    );
+    assert_dropped(
+        &md,
+        &[
+            "Local",
+            "By Jane Doe",
+            "Published 9:14",
+            "Harbour Road depot",
+            "John Smith",
+            "Tram line delayed",
+            "Advertisement",
+            "Watch the video",
+            "inbox every morning",
+            "Most popular",
+            "Harbour festival",
+            "All rights reserved",
+        ],
+    );
+}
