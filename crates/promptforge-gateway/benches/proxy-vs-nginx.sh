@@ -17,6 +17,11 @@
 # measurement into $OUT/perf.data, OUT defaulting to the temp dir, kept when set),
 # BASELINE_BIN (a second gateway binary, e.g. a build from before a change, measured
 # as a fourth path in the same interleaved rounds: before/after in one run).
+#
+# Besides requests/s and p50, the table gives each gateway's CPU time per request at 64
+# connections (its user + system time over the measurement, from /proc, divided by the
+# requests wrk completed): on a machine shared with other work, requests/s follows
+# whatever else runs, while the CPU a request costs the gateway does not.
 set -euo pipefail
 
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -150,7 +155,8 @@ if [[ -n ${BASELINE_BIN:-} ]]; then
     sed "s/127.0.0.1:$GW_PORT/127.0.0.1:$BASE_PORT/" "$WORK/gw/gateway.toml" >"$WORK/base/gateway.toml"
     cp "$WORK/gw/profiles/main.toml" "$WORK/base/profiles/main.toml"
     pin 1 "$BASELINE_BIN" serve "$WORK/base/gateway.toml" --profile main >"$WORK/base/stdout" 2>"$WORK/base/stderr" &
-    PIDS+=($!)
+    BASE_PID=$!
+    PIDS+=($BASE_PID)
 fi
 
 wait_port() {
@@ -182,7 +188,13 @@ for port in "$UP_PORT" "$PROXY_PORT" "$GW_PORT" ${BASELINE_BIN:+"$BASE_PORT"}; d
     [[ $body == *"capital of France"* ]] || { echo "port $port answered: $body" >&2; exit 1; }
 done
 
-# run_wrk PORT CONNECTIONS THREADS -> "rps p50_ms non2xx"
+# cpu_ticks PID -> the process's user + system time so far, in clock ticks
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+
+# run_wrk PORT CONNECTIONS THREADS -> "rps p50_ms non2xx errors requests"
 run_wrk() {
     local out
     out=$(pin 0 "$WRK" -t"$3" -c"$2" -d"${DURATION}s" --latency -s "$WORK/post.lua" \
@@ -195,13 +207,15 @@ m = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
 scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
 bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
 errors = re.search(r"Socket errors:.*", out)
-print(f"{rps:.0f} {float(m.group(1)) * scale:.4f} {bad.group(1) if bad else 0} {'E' if errors else '-'}")
+total = int(re.search(r"(\d+) requests in", out).group(1))
+print(f"{rps:.0f} {float(m.group(1)) * scale:.4f} {bad.group(1) if bad else 0} {'E' if errors else '-'} {total}")
 EOF
 }
 
-declare -A RPS P50
+declare -A RPS P50 CPU
 PATHS=(direct nginx gateway)
 declare -A PORT=([direct]=$UP_PORT [nginx]=$PROXY_PORT [gateway]=$GW_PORT [baseline]=$BASE_PORT)
+declare -A PID=([gateway]=$GW_PID [baseline]=${BASE_PID:-})
 [[ -z ${BASELINE_BIN:-} ]] || PATHS+=(baseline)
 N=${#PATHS[@]}
 # Warm-up: every path, 1 s at 64 connections.
@@ -219,7 +233,13 @@ for round in $(seq 1 "$ROUNDS"); do
                 >"$OUT/perf.log" 2>&1 &
             perf_pid=$!
         fi
-        read -r rps _ bad err < <(run_wrk "${PORT[$path]}" 64 2)
+        pid=${PID[$path]:-}
+        [[ -z $pid ]] || before=$(cpu_ticks "$pid")
+        read -r rps _ bad err total < <(run_wrk "${PORT[$path]}" 64 2)
+        if [[ -n $pid ]]; then
+            after=$(cpu_ticks "$pid")
+            CPU[$path]+="$(( (after - before) * TICK_US * 1000 / (total > 0 ? total : 1) )) "
+        fi
         if [[ -n $perf_pid ]]; then wait "$perf_pid" || true; fi
         [[ $bad == 0 && $err == - ]] || echo "warning: $path at 64 connections: $bad non-2xx, socket errors: $err" >&2
         RPS[$path]+="$rps "
@@ -230,27 +250,32 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 python3 - "$ROUNDS" "$DURATION" "$PIN" "${RPS[direct]}" "${RPS[nginx]}" "${RPS[gateway]}" \
-    "${P50[direct]}" "${P50[nginx]}" "${P50[gateway]}" ${BASELINE_BIN:+"${RPS[baseline]}" "${P50[baseline]}"} <<'EOF'
+    "${P50[direct]}" "${P50[nginx]}" "${P50[gateway]}" "${CPU[gateway]}" \
+    ${BASELINE_BIN:+"${RPS[baseline]}" "${P50[baseline]}" "${CPU[baseline]}"} <<'EOF'
 import statistics, sys
 rounds, duration, pin = sys.argv[1:4]
 rps = [list(map(float, a.split())) for a in sys.argv[4:7]]
 p50 = [list(map(float, a.split())) for a in sys.argv[7:10]]
+cpu = [None, None, list(map(float, sys.argv[10].split()))]
 names = ["direct to nginx upstream", "through nginx reverse proxy", "through promptforge-gateway"]
-if len(sys.argv) > 10:
-    rps.append(list(map(float, sys.argv[10].split())))
-    p50.append(list(map(float, sys.argv[11].split())))
+if len(sys.argv) > 11:
+    rps.append(list(map(float, sys.argv[11].split())))
+    p50.append(list(map(float, sys.argv[12].split())))
+    cpu.append(list(map(float, sys.argv[13].split())))
     names.append("through the baseline gateway (BASELINE_BIN)")
 med = lambda xs: statistics.median(xs)
 d_rps, d_p50 = med(rps[0]), med(p50[0])
 print(f"wrk, {rounds} interleaved rounds x {duration}s per measurement, median round; pinned: {'yes' if pin == '1' else 'no'}")
 print()
-print("| path | req/s at 64 conns | ratio to direct | p50 at 1 conn (ms) | added p50 (ms) | rounds (req/s) |")
-print("| --- | --- | --- | --- | --- | --- |")
-for name, r, p in zip(names, rps, p50):
-    print(f"| {name} | {med(r):.0f} | {med(r) / d_rps:.2f} | {med(p):.3f} | {med(p) - d_p50:+.3f} | {' '.join(f'{x:.0f}' for x in r)} |")
+print("| path | req/s at 64 conns | ratio to direct | p50 at 1 conn (ms) | added p50 (ms) | CPU per request (us) | rounds (req/s) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for name, r, p, c in zip(names, rps, p50, cpu):
+    cost = f"{med(c) / 1000:.1f}" if c else "-"
+    print(f"| {name} | {med(r):.0f} | {med(r) / d_rps:.2f} | {med(p):.3f} | {med(p) - d_p50:+.3f} | {cost} | {' '.join(f'{x:.0f}' for x in r)} |")
 print()
 print(f"gateway / nginx proxy throughput at 64 connections: {med(rps[2]) / med(rps[1]):.2f} (goal >= 0.80)")
 print(f"gateway added p50 at 1 connection: {med(p50[2]) - d_p50:.3f} ms (goal <= 0.040), nginx proxy: {med(p50[1]) - d_p50:.3f} ms")
 if len(rps) > 3:
     print(f"gateway / baseline gateway throughput: {med(rps[2]) / med(rps[3]):.2f}; added p50 {med(p50[2]) - d_p50:.3f} vs {med(p50[3]) - d_p50:.3f} ms")
+    print(f"gateway / baseline CPU per request: {med(cpu[2]) / med(cpu[3]):.2f} ({med(cpu[2]) / 1000:.1f} vs {med(cpu[3]) / 1000:.1f} us)")
 EOF

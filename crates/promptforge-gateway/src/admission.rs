@@ -7,15 +7,25 @@
 //! labels, so one busy client cannot starve another. A waiter that goes away (its future
 //! is dropped) leaves the queue at once; if a slot had already been handed to it, the slot
 //! moves on to the next waiter.
+//!
+//! The seam: [`Admission`] is what routing holds, a handle over any [`Admit`]
+//! implementation. [`Pool`] is the in-process one (this process's slots and queues); a
+//! mode sharing dominions between gateway processes implements [`Admit`] over its shared
+//! store, and nothing above this module changes.
+//!
+//! A profile switch never changes a live pool while the new profile is being prepared:
+//! its limits are computed first ([`AdmissionLimits::of`]) and applied
+//! ([`Admission::apply`]) only when the new profile is swapped in.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use serde_json::{Value, json};
+use futures::future::BoxFuture;
+use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::config::{DominionConfig, QueuePolicy};
-use crate::error::ErrorCode;
 
 /// The label of requests without a (valid) `X-PromptForge-Client` header, and of labels
 /// beyond [`MAX_TRACKED_LABELS`].
@@ -25,8 +35,7 @@ pub(crate) const MAX_TRACKED_LABELS: usize = 32;
 /// The longest accepted label.
 const MAX_LABEL_LEN: usize = 64;
 
-/// Why a request got no slot. `routes/` answers it as an error envelope with the status of
-/// [`AdmissionError::error_code`].
+/// Why a request got no slot (`routes/` answers it with an error envelope).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum AdmissionError {
     /// `policy = "reject"` and no free slot.
@@ -49,28 +58,6 @@ pub(crate) enum AdmissionError {
     Closed,
 }
 
-impl AdmissionError {
-    /// The error code routes answer with: `queue_rejected` (429) or `queue_full` (503).
-    pub(crate) fn error_code(&self) -> ErrorCode {
-        match self {
-            Self::Rejected { .. } => ErrorCode::QueueRejected,
-            Self::Full { .. } | Self::Closed => ErrorCode::QueueFull,
-        }
-    }
-
-    /// The stable code string.
-    #[cfg(test)]
-    pub(crate) fn code(&self) -> &'static str {
-        self.error_code().as_str()
-    }
-
-    /// The HTTP status of [`AdmissionError::error_code`] (from the one error map).
-    #[cfg(test)]
-    pub(crate) fn status(&self) -> axum::http::StatusCode {
-        self.error_code().status()
-    }
-}
-
 /// Normalises an `X-PromptForge-Client` value: 1-64 characters of `A-Z a-z 0-9 . _ -`,
 /// else [`DEFAULT_LABEL`].
 pub(crate) fn client_label(header: Option<&str>) -> String {
@@ -88,13 +75,127 @@ pub(crate) fn client_label(header: Option<&str>) -> String {
     }
 }
 
-/// Limits of one dominion (updated in place by a profile switch).
-#[derive(Debug, Clone, PartialEq)]
-struct Limits {
+/// The limits of one dominion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AdmissionLimits {
     max_concurrency: u32,
     max_queue: usize,
     policy: QueuePolicy,
     fair: bool,
+}
+
+impl AdmissionLimits {
+    /// The limits `config` sets; `None` when it sets no `max_concurrency` (unlimited:
+    /// nothing to admit).
+    pub(crate) fn of(config: &DominionConfig) -> Option<Self> {
+        Some(Self {
+            max_concurrency: config.max_concurrency?,
+            max_queue: usize::try_from(config.max_queue).unwrap_or(usize::MAX),
+            policy: config.policy,
+            fair: config.fair_scheduling,
+        })
+    }
+}
+
+/// A queue's state with its limits, as `/admin/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Snapshot {
+    /// Slots held.
+    pub in_flight: u32,
+    /// Requests waiting.
+    pub waiting: usize,
+    /// Requests waiting, per client label.
+    pub waiting_by_client: BTreeMap<String, usize>,
+    /// The slot limit.
+    pub max_concurrency: u32,
+    /// The queue limit.
+    pub max_queue: usize,
+}
+
+/// What routing asks of a dominion's admission (see the module documentation).
+pub(crate) trait Admit: Send + Sync + fmt::Debug {
+    /// The dominion's id.
+    fn id(&self) -> &str;
+    /// Takes a slot only when one is free right now and nobody waits.
+    fn try_take(&self) -> bool;
+    /// Takes a slot for a request from `label`, waiting in the queue when the policy says
+    /// so. Cancel-safe: dropping the future leaves no trace (a slot already handed to it
+    /// moves on to the next waiter).
+    fn take<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<(), AdmissionError>>;
+    /// Frees a slot taken by [`Admit::try_take`] or [`Admit::take`].
+    fn give_back(&self);
+    /// In flight and waiting right now.
+    fn load(&self) -> (u32, usize);
+    /// The queue state.
+    fn snapshot(&self) -> Snapshot;
+    /// New limits (the commit of a profile switch), keeping in-flight and waiting
+    /// requests; a raised limit admits waiters at once.
+    fn apply(&self, limits: AdmissionLimits);
+}
+
+/// A handle on one dominion's admission (cheap to clone; clones share the state).
+#[derive(Debug, Clone)]
+pub(crate) struct Admission {
+    admit: Arc<dyn Admit>,
+}
+
+/// A held slot; dropping it frees the slot.
+#[derive(Debug)]
+pub(crate) struct Permit {
+    admit: Arc<dyn Admit>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.admit.give_back();
+    }
+}
+
+impl Admission {
+    /// A fresh, idle in-process pool with `config`'s limits; `None` when the dominion sets
+    /// no `max_concurrency`.
+    pub(crate) fn new(config: &DominionConfig) -> Option<Self> {
+        let limits = AdmissionLimits::of(config)?;
+        Some(Self {
+            admit: Arc::new(Pool::new(&config.id, limits)),
+        })
+    }
+
+    /// The dominion's id.
+    pub(crate) fn id(&self) -> &str {
+        self.admit.id()
+    }
+
+    /// A slot when one is free right now and nobody waits (never queues, never errors):
+    /// failover uses it to pass over a busy endpoint that is not the last one.
+    pub(crate) fn try_acquire(&self) -> Option<Permit> {
+        self.admit.try_take().then(|| Permit {
+            admit: self.admit.clone(),
+        })
+    }
+
+    /// A slot for a request from `label`, waiting as the policy says. Cancel-safe.
+    pub(crate) async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
+        self.admit.take(label).await?;
+        Ok(Permit {
+            admit: self.admit.clone(),
+        })
+    }
+
+    /// In flight and waiting right now (for metrics).
+    pub(crate) fn load(&self) -> (u32, usize) {
+        self.admit.load()
+    }
+
+    /// The queue state, for `/admin/status`.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        self.admit.snapshot()
+    }
+
+    /// Applies new limits (the commit of a profile switch).
+    pub(crate) fn apply(&self, limits: AdmissionLimits) {
+        self.admit.apply(limits);
+    }
 }
 
 #[derive(Debug)]
@@ -116,45 +217,34 @@ struct Queues {
 
 #[derive(Debug)]
 struct Inner {
-    id: String,
-    limits: Limits,
+    limits: AdmissionLimits,
     queues: Queues,
 }
 
-/// The admission state of one dominion.
-#[derive(Debug, Clone)]
-pub(crate) struct Admission {
-    inner: Arc<Mutex<Inner>>,
-}
-
-/// A held concurrency slot; dropping it frees the slot.
+/// The in-process admission of one dominion: its slots, its bounded queue and the
+/// round-robin ring of client labels, under one mutex.
 #[derive(Debug)]
-pub(crate) struct Permit {
-    admission: Admission,
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        self.admission.release();
-    }
+pub(crate) struct Pool {
+    id: String,
+    inner: Mutex<Inner>,
 }
 
 /// Removes a waiter that gave up, or passes on a slot it was handed but never used.
-struct WaitGuard {
-    admission: Admission,
+struct WaitGuard<'a> {
+    pool: &'a Pool,
     id: u64,
     label: String,
     rx: Option<oneshot::Receiver<()>>,
     admitted: bool,
 }
 
-impl Drop for WaitGuard {
+impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
         if self.admitted {
             return;
         }
         let removed = {
-            let mut inner = self.admission.lock();
+            let mut inner = self.pool.lock();
             let q = &mut inner.queues;
             let mut removed = false;
             if let Some(waiters) = q.by_label.get_mut(&self.label)
@@ -177,73 +267,44 @@ impl Drop for WaitGuard {
             && let Some(mut rx) = self.rx.take()
             && rx.try_recv().is_ok()
         {
-            self.admission.release();
+            self.pool.release();
         }
     }
 }
 
-impl Admission {
-    /// A fresh, idle admission for `config`; `None` when the dominion sets no
-    /// `max_concurrency` (unlimited: nothing to admit).
-    pub(crate) fn new(config: &DominionConfig) -> Option<Self> {
-        let limits = limits(config)?;
-        Some(Self {
-            inner: Arc::new(Mutex::new(Inner {
-                id: config.id.clone(),
+impl Pool {
+    /// An idle pool with `limits`.
+    pub(crate) fn new(id: &str, limits: AdmissionLimits) -> Self {
+        Self {
+            id: id.to_owned(),
+            inner: Mutex::new(Inner {
                 limits,
                 queues: Queues::default(),
-            })),
-        })
-    }
-
-    /// Applies new limits (profile switch) while keeping in-flight and waiting requests.
-    /// Returns `false` when the dominion became unlimited.
-    pub(crate) fn reconfigure(&self, config: &DominionConfig) -> bool {
-        let Some(limits) = limits(config) else {
-            return false;
-        };
-        self.lock().limits = limits;
-        // A raised limit may admit waiters right away.
-        loop {
-            let mut inner = self.lock();
-            if inner.queues.waiting == 0 || inner.queues.in_flight >= inner.limits.max_concurrency {
-                break;
-            }
-            inner.queues.in_flight += 1;
-            drop(inner);
-            self.release();
+            }),
         }
-        true
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a slot for a request from `label`, waiting in the queue when the policy says
-    /// so. Cancel-safe: dropping the future leaves no trace.
-    pub(crate) async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
+    /// Takes a slot, waiting in the queue when the policy says so ([`Admit::take`]).
+    async fn wait_for_slot(&self, label: &str) -> Result<(), AdmissionError> {
         let (rx, id, label) = {
             let mut inner = self.lock();
-            let Inner {
-                id: dominion,
-                limits,
-                queues,
-            } = &mut *inner;
+            let Inner { limits, queues } = &mut *inner;
             if queues.in_flight < limits.max_concurrency && queues.waiting == 0 {
                 queues.in_flight += 1;
-                return Ok(Permit {
-                    admission: self.clone(),
-                });
+                return Ok(());
             }
             if limits.policy == QueuePolicy::Reject {
                 return Err(AdmissionError::Rejected {
-                    dominion: dominion.clone(),
+                    dominion: self.id.clone(),
                 });
             }
             if queues.waiting >= limits.max_queue {
                 return Err(AdmissionError::Full {
-                    dominion: dominion.clone(),
+                    dominion: self.id.clone(),
                 });
             }
             let label = if !limits.fair {
@@ -267,7 +328,7 @@ impl Admission {
             (rx, id, label)
         };
         let mut guard = WaitGuard {
-            admission: self.clone(),
+            pool: self,
             id,
             label,
             rx: Some(rx),
@@ -277,14 +338,13 @@ impl Admission {
             Some(rx) => rx.await.is_ok(),
             None => false,
         };
+        // Either way the guard has nothing left to undo: a slot arrived (it is the
+        // caller's now) or the sender vanished without one (cannot happen while `self`
+        // lives).
+        guard.admitted = true;
         if received {
-            guard.admitted = true;
-            Ok(Permit {
-                admission: self.clone(),
-            })
+            Ok(())
         } else {
-            // The sender vanished without a slot: cannot happen while `self` lives.
-            guard.admitted = true;
             Err(AdmissionError::Closed)
         }
     }
@@ -314,58 +374,64 @@ impl Admission {
             }
         }
     }
+}
 
-    /// In flight, waiting and waiting per label, for `/admin/status`.
-    pub(crate) fn snapshot(&self) -> Value {
-        let inner = self.lock();
-        let by_client: serde_json::Map<String, Value> = inner
-            .queues
-            .by_label
-            .iter()
-            .map(|(label, w)| (label.clone(), json!(w.len())))
-            .collect();
-        json!({
-            "in_flight": inner.queues.in_flight,
-            "waiting": inner.queues.waiting,
-            "waiting_by_client": by_client,
-            "max_concurrency": inner.limits.max_concurrency,
-            "max_queue": inner.limits.max_queue,
-        })
+impl Admit for Pool {
+    fn id(&self) -> &str {
+        &self.id
     }
 
-    /// Takes a slot only when one is free right now and nobody waits (never queues, never
-    /// errors): failover uses it to pass over a busy endpoint that is not the last one.
-    pub(crate) fn try_acquire(&self) -> Option<Permit> {
+    fn try_take(&self) -> bool {
         let mut inner = self.lock();
-        let Inner { limits, queues, .. } = &mut *inner;
+        let Inner { limits, queues } = &mut *inner;
         if queues.in_flight < limits.max_concurrency && queues.waiting == 0 {
             queues.in_flight += 1;
-            return Some(Permit {
-                admission: self.clone(),
-            });
+            return true;
         }
-        None
+        false
     }
 
-    /// In flight and waiting right now (for metrics).
-    pub(crate) fn load(&self) -> (u32, usize) {
+    fn take<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<(), AdmissionError>> {
+        Box::pin(self.wait_for_slot(label))
+    }
+
+    fn give_back(&self) {
+        self.release();
+    }
+
+    fn load(&self) -> (u32, usize) {
         let inner = self.lock();
         (inner.queues.in_flight, inner.queues.waiting)
     }
 
-    /// The dominion's id.
-    pub(crate) fn id(&self) -> String {
-        self.lock().id.clone()
+    fn snapshot(&self) -> Snapshot {
+        let inner = self.lock();
+        Snapshot {
+            in_flight: inner.queues.in_flight,
+            waiting: inner.queues.waiting,
+            waiting_by_client: inner
+                .queues
+                .by_label
+                .iter()
+                .map(|(label, w)| (label.clone(), w.len()))
+                .collect(),
+            max_concurrency: inner.limits.max_concurrency,
+            max_queue: inner.limits.max_queue,
+        }
     }
-}
 
-fn limits(config: &DominionConfig) -> Option<Limits> {
-    Some(Limits {
-        max_concurrency: config.max_concurrency?,
-        max_queue: usize::try_from(config.max_queue).unwrap_or(usize::MAX),
-        policy: config.policy,
-        fair: config.fair_scheduling,
-    })
+    fn apply(&self, limits: AdmissionLimits) {
+        self.lock().limits = limits;
+        loop {
+            let mut inner = self.lock();
+            if inner.queues.waiting == 0 || inner.queues.in_flight >= inner.limits.max_concurrency {
+                break;
+            }
+            inner.queues.in_flight += 1;
+            drop(inner);
+            self.release();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -403,13 +469,16 @@ mod tests {
             let d = d.clone();
             async move { d.acquire("a").await.map(|_| ()) }
         });
-        while d.snapshot()["waiting"] != 1 {
+        while d.snapshot().waiting != 1 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(d.acquire("b").await.unwrap_err().code(), "queue_full");
+        assert!(matches!(
+            d.acquire("b").await.unwrap_err(),
+            AdmissionError::Full { .. }
+        ));
         drop(first);
         waiting.await.unwrap().unwrap();
-        assert_eq!(d.snapshot()["in_flight"], 0);
+        assert_eq!(d.snapshot().in_flight, 0);
     }
 
     #[tokio::test]
@@ -417,7 +486,12 @@ mod tests {
         let d = dominion(1, 10, QueuePolicy::Reject);
         let _held = d.acquire("a").await.unwrap();
         let err = d.acquire("a").await.unwrap_err();
-        assert_eq!((err.status().as_u16(), err.code()), (429, "queue_rejected"));
+        assert_eq!(
+            err,
+            AdmissionError::Rejected {
+                dominion: "d".into()
+            }
+        );
     }
 
     #[tokio::test]
@@ -428,14 +502,14 @@ mod tests {
             let d = d.clone();
             async move { d.acquire("a").await.map(|_| ()) }
         });
-        while d.snapshot()["waiting"] != 1 {
+        while d.snapshot().waiting != 1 {
             tokio::task::yield_now().await;
         }
         waiter.abort();
         let _ = waiter.await;
-        assert_eq!(d.snapshot()["waiting"], 0);
+        assert_eq!(d.snapshot().waiting, 0);
         drop(held);
-        assert_eq!(d.snapshot()["in_flight"], 0);
+        assert_eq!(d.snapshot().in_flight, 0);
     }
 
     #[tokio::test]
@@ -448,12 +522,12 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 dom.acquire(&format!("client-{i}")).await.map(|_| ())
             }));
-            while d.snapshot()["waiting"] != i + 1 {
+            while d.snapshot().waiting != i + 1 {
                 tokio::task::yield_now().await;
             }
         }
         let snapshot = d.snapshot();
-        let by_client = snapshot["waiting_by_client"].as_object().unwrap();
+        let by_client = &snapshot.waiting_by_client;
         assert_eq!(by_client.len(), MAX_TRACKED_LABELS);
         assert_eq!(by_client["default"], 40 - (MAX_TRACKED_LABELS - 1));
         assert_eq!(by_client["client-0"], 1);
@@ -477,7 +551,7 @@ mod tests {
                 tokio::task::yield_now().await;
                 drop(permit);
             }));
-            while d.snapshot()["waiting"] != i + 1 {
+            while d.snapshot().waiting != i + 1 {
                 tokio::task::yield_now().await;
             }
         }
@@ -486,6 +560,6 @@ mod tests {
             t.await.unwrap();
         }
         assert_eq!(*order.lock().unwrap(), ["a0", "b4", "a1", "a2", "a3"]);
-        assert_eq!(d.snapshot()["in_flight"], 0);
+        assert_eq!(d.snapshot().in_flight, 0);
     }
 }

@@ -28,9 +28,9 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
 use crate::config::ServerLimits;
-use crate::error::{ApiError, ErrorCode};
-use crate::metrics::{OVERHEAD_HEADER, overhead_ms};
-use crate::routes::App;
+use crate::routes::Service;
+use crate::routes::error::{ApiError, Refusal};
+use crate::routes::layer::{OVERHEAD_HEADER, overhead_ms};
 use crate::shutdown::ShutdownTrigger;
 
 /// Connections over the cap that are still being answered 503 at once; past this they
@@ -70,7 +70,7 @@ impl Gate {
 /// connections keep running on the runtime after this returns; [`drain`] waits for them.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    app: App,
+    app: Service,
     limits: ServerLimits,
     gate: Gate,
     closing: watch::Receiver<bool>,
@@ -79,7 +79,9 @@ pub(crate) async fn accept_loop(
     let mut stop = closing.clone();
     loop {
         tokio::select! {
-            _ = stop.wait_for(|closing| *closing) => break,
+            // The watch's guard must not live across the loop's awaits (the future stays
+            // `Send`).
+            () = async { let _ = stop.wait_for(|closing| *closing).await; } => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
@@ -148,10 +150,7 @@ async fn reject(mut stream: TcpStream, max: u32) {
     .await;
     // The gateway's own time starts once the head is in (as for a routed request).
     let decided = Instant::now();
-    let error = ApiError::new(
-        ErrorCode::TooManyConnections,
-        format!("the gateway already has {max} open connections (max_connections); retry later"),
-    );
+    let error = ApiError::from(Refusal::TooManyConnections { max });
     let _ = stream.write_all(&raw_response(&error, decided)).await;
     let _ = stream.shutdown().await;
     // Read the rest of what the client sent, so closing does not reset the connection
@@ -179,7 +178,7 @@ fn raw_response(error: &ApiError, decided: Instant) -> Vec<u8> {
 /// Serves one connection with its timeouts.
 async fn serve_connection(
     stream: TcpStream,
-    app: App,
+    app: Service,
     limits: ServerLimits,
     mut closing: watch::Receiver<bool>,
 ) {
@@ -518,20 +517,15 @@ fn replacement(buf: &[u8], max_header_bytes: usize) -> Option<Vec<u8>> {
     if !head.contains("\r\ncontent-length: 0") || head.contains("\r\ncontent-type:") {
         return None;
     }
-    let error = match status {
-        "400" => ApiError::invalid_request(
-            "malformed HTTP request: the request line or a header could not be parsed",
-        ),
-        "414" => ApiError::new(ErrorCode::UriTooLong, "the request URI is too long"),
-        "431" => ApiError::new(
-            ErrorCode::HeadersTooLarge,
-            format!(
-                "the request head is larger than {max_header_bytes} bytes (max_header_bytes) or has more than 100 headers"
-            ),
-        ),
+    let refusal = match status {
+        "400" => Refusal::Malformed,
+        "414" => Refusal::UriTooLong,
+        "431" => Refusal::HeadersTooLarge {
+            max: max_header_bytes,
+        },
         _ => return None,
     };
-    Some(raw_response(&error, decided))
+    Some(raw_response(&refusal.into(), decided))
 }
 
 impl AsyncRead for Watched {

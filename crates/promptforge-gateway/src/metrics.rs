@@ -1,6 +1,9 @@
-//! Operations: `GET /metrics` (the OpenMetrics text format Prometheus scrapes, through
-//! the Prometheus project's own `prometheus-client` crate), the per-request trace that
-//! feeds it, and the `X-PromptForge-Overhead-Ms` / `X-PromptForge-Endpoint` headers.
+//! Operations: the Prometheus registry behind `GET /metrics` (the OpenMetrics text format,
+//! through the Prometheus project's own `prometheus-client` crate) and the per-request
+//! [`Trace`] that feeds it and the overhead headers.
+//!
+//! Failover reports to it through [`RequestObserver`] (the relay's narrow
+//! [`Observer`] interface); a relayed stream's chunks reach it through [`UsageTap`].
 //!
 //! Every label value comes from the configuration or from a fixed set in the code (route
 //! patterns, status codes, error codes, failover reasons), never from client input: a
@@ -8,12 +11,8 @@
 //! the catalog.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,20 +21,15 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
-use crate::state::AppState;
-
-/// The header carrying the gateway's own time for a request, in milliseconds.
-pub(crate) const OVERHEAD_HEADER: HeaderName = HeaderName::from_static("x-promptforge-overhead-ms");
-/// The header naming the endpoint that answered (or was tried last).
-pub(crate) const ENDPOINT_HEADER: HeaderName = HeaderName::from_static("x-promptforge-endpoint");
-
-/// The route label of a request no route matched.
-const UNMATCHED: &str = "unmatched";
+use crate::plan::{Endpoint, Plan};
+use crate::relay::AttemptFailure;
+use crate::relay::failover::{FailoverReason, Observer};
+use crate::relay::sse::ChunkTap;
 
 /// Labels of `requests`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    route: String,
+    route: &'static str,
     model: String,
     endpoint: String,
     status: u16,
@@ -44,7 +38,7 @@ struct RequestLabels {
 /// A route pattern.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
-    route: String,
+    route: &'static str,
 }
 
 /// An endpoint id.
@@ -232,59 +226,6 @@ impl Metrics {
         }
     }
 
-    /// One upstream attempt took `elapsed`.
-    pub(crate) fn upstream_attempt(&self, endpoint: &str, elapsed: Duration) {
-        self.inner
-            .upstream_seconds
-            .get_or_create(&EndpointLabels {
-                endpoint: endpoint.to_owned(),
-            })
-            .observe(elapsed.as_secs_f64());
-    }
-
-    /// A request waited `elapsed` for a slot of `dominion`.
-    pub(crate) fn admission_wait(&self, dominion: &str, elapsed: Duration) {
-        self.inner
-            .admission_wait_seconds
-            .get_or_create(&DominionLabels {
-                dominion: dominion.to_owned(),
-            })
-            .observe(elapsed.as_secs_f64());
-    }
-
-    /// A request for `model` left `endpoint` for the next one because of `reason`.
-    pub(crate) fn failover(&self, model: &str, endpoint: &str, reason: &'static str) {
-        self.inner
-            .failovers
-            .get_or_create(&FailoverLabels {
-                model: model.to_owned(),
-                endpoint: endpoint.to_owned(),
-                reason,
-            })
-            .inc();
-    }
-
-    /// An attempt against `endpoint` failed with envelope code `code`.
-    pub(crate) fn upstream_error(&self, endpoint: &str, code: &'static str) {
-        self.inner
-            .upstream_errors
-            .get_or_create(&ErrorLabels {
-                endpoint: endpoint.to_owned(),
-                code,
-            })
-            .inc();
-    }
-
-    /// A local model's child was respawned.
-    pub(crate) fn local_respawn(&self, model: &str) {
-        self.inner
-            .local_respawns
-            .get_or_create(&ModelLabels {
-                model: model.to_owned(),
-            })
-            .inc();
-    }
-
     /// Adds the `usage` object of an upstream answer (`prompt_tokens`,
     /// `completion_tokens`; absent or non-numeric fields count nothing).
     pub(crate) fn usage(&self, model: &str, usage: &Value) {
@@ -304,16 +245,49 @@ impl Metrics {
         }
     }
 
-    /// The exposition: live gauges (dominions, local children) refreshed from `state`.
-    pub(crate) fn render(&self, state: &AppState) -> String {
-        let runtime = state.runtime();
+    /// One answered request: counted under its route pattern, model, endpoint and status,
+    /// its total time and the gateway's own share (`overhead`) observed.
+    pub(crate) fn request(
+        &self,
+        route: &'static str,
+        trace: TraceData,
+        status: u16,
+        total: Duration,
+        overhead: Duration,
+    ) {
+        let inner = &self.inner;
+        inner
+            .requests
+            .get_or_create(&RequestLabels {
+                route,
+                model: trace.model.as_deref().unwrap_or_default().to_owned(),
+                endpoint: trace.endpoint.as_deref().unwrap_or_default().to_owned(),
+                status,
+            })
+            .inc();
+        let labels = RouteLabels { route };
+        inner
+            .request_seconds
+            .get_or_create(&labels)
+            .observe(total.as_secs_f64());
+        inner
+            .overhead_seconds
+            .get_or_create(&labels)
+            .observe(overhead.as_secs_f64());
+    }
+
+    /// The exposition: live gauges (dominions, local children) refreshed from `plan`.
+    pub(crate) fn render(&self, plan: &Plan) -> String {
         let inner = &self.inner;
         inner.dominion_in_flight.clear();
         inner.dominion_waiting.clear();
-        for (id, admission) in runtime.admissions() {
+        for dominion in plan.dominions() {
+            let Some(admission) = &dominion.admission else {
+                continue;
+            };
             let (in_flight, waiting) = admission.load();
             let labels = DominionLabels {
-                dominion: id.to_owned(),
+                dominion: dominion.config.id.clone(),
             };
             inner
                 .dominion_in_flight
@@ -325,15 +299,13 @@ impl Metrics {
                 .set(i64::try_from(waiting).unwrap_or(i64::MAX));
         }
         inner.local_up.clear();
-        if let Some(local) = runtime.local() {
-            for (name, model) in local.models() {
-                inner
-                    .local_up
-                    .get_or_create(&ModelLabels {
-                        model: name.to_owned(),
-                    })
-                    .set(i64::from(!model.child.is_dead()));
-            }
+        for local in plan.local() {
+            inner
+                .local_up
+                .get_or_create(&ModelLabels {
+                    model: local.name.clone(),
+                })
+                .set(i64::from(!local.running.child.is_dead()));
         }
         let mut out = String::new();
         if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &inner.registry) {
@@ -343,19 +315,24 @@ impl Metrics {
     }
 }
 
-/// What the handlers and the relay learn about one request, read by [`observe`] once the
-/// response head is ready.
+/// What the handlers and the relay learn about one request, read once its response head
+/// is ready (cheap to clone: clones share the data).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Trace {
     inner: Arc<Mutex<TraceData>>,
 }
 
+/// One request's trace, taken when its response head is ready.
 #[derive(Debug, Default)]
-struct TraceData {
-    model: Option<String>,
-    endpoint: Option<String>,
-    upstream: Duration,
-    queue: Duration,
+pub(crate) struct TraceData {
+    /// The configured model the request resolved to.
+    pub model: Option<Arc<str>>,
+    /// The endpoint that answered, or was tried last.
+    pub endpoint: Option<Arc<str>>,
+    /// Time spent waiting on upstreams.
+    pub upstream: Duration,
+    /// Time spent waiting in dominion queues.
+    pub queue: Duration,
 }
 
 impl Trace {
@@ -364,112 +341,84 @@ impl Trace {
     }
 
     /// The configured model the request resolved to.
-    pub(crate) fn set_model(&self, model: &str) {
-        self.with(|t| t.model = Some(model.to_owned()));
+    pub(crate) fn set_model(&self, model: &Arc<str>) {
+        self.with(|t| t.model = Some(model.clone()));
     }
 
-    /// The endpoint being tried (the last one set answered, or failed last).
-    pub(crate) fn set_endpoint(&self, endpoint: &str) {
-        self.with(|t| t.endpoint = Some(endpoint.to_owned()));
-    }
-
-    /// Time spent waiting on an upstream.
-    pub(crate) fn add_upstream(&self, elapsed: Duration) {
-        self.with(|t| t.upstream += elapsed);
-    }
-
-    /// Time spent waiting in a dominion queue.
-    pub(crate) fn add_queue(&self, elapsed: Duration) {
-        self.with(|t| t.queue += elapsed);
+    /// Takes what was learnt (once the response head is ready).
+    pub(crate) fn take(&self) -> TraceData {
+        self.with(std::mem::take)
     }
 }
 
-/// Middleware around every route: hands each request a [`Trace`], and once the response
-/// head is ready counts it, observes the latency histograms and sets
-/// `X-PromptForge-Overhead-Ms` (every response) and `X-PromptForge-Endpoint` (when an
-/// endpoint was tried).
-pub(crate) async fn observe(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let start = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(UNMATCHED, MatchedPath::as_str)
-        .to_owned();
-    let trace = Trace::default();
-    request.extensions_mut().insert(trace.clone());
-    let response = next.run(request).await;
-    record(&state, route, start, &trace, response)
+/// Failover's events for one request: into the process's metrics and the request's trace.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestObserver<'a> {
+    /// The process's metrics.
+    pub metrics: &'a Metrics,
+    /// The request's trace.
+    pub trace: &'a Trace,
 }
 
-/// The value of [`OVERHEAD_HEADER`] for `overhead`: milliseconds with three decimals.
-pub(crate) fn overhead_ms(overhead: Duration) -> String {
-    format!("{:.3}", overhead.as_secs_f64() * 1000.0)
-}
-
-/// What [`observe`] does once the response head is ready, for a request of route
-/// pattern `route` that arrived at `start`: counts it, observes the latency histograms
-/// and sets the overhead and endpoint headers. The direct chat dispatch (see
-/// [`crate::routes::App`]) calls it as the middleware does.
-pub(crate) fn record(
-    state: &AppState,
-    route: String,
-    start: Instant,
-    trace: &Trace,
-    mut response: Response,
-) -> Response {
-    let total = start.elapsed();
-    let data = std::mem::take(&mut *trace.inner.lock().unwrap_or_else(PoisonError::into_inner));
-    let overhead = total.saturating_sub(data.upstream + data.queue);
-    let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&overhead_ms(overhead)) {
-        headers.insert(OVERHEAD_HEADER, value);
+impl Observer for RequestObserver<'_> {
+    fn trying(&self, endpoint: &Endpoint) {
+        self.trace.with(|t| t.endpoint = Some(endpoint.id.clone()));
     }
-    if let Some(endpoint) = &data.endpoint
-        && let Ok(value) = HeaderValue::from_str(endpoint)
-    {
-        headers.insert(ENDPOINT_HEADER, value);
-    }
-    let metrics = state.metrics();
-    let status = response.status().as_u16();
-    metrics
-        .inner
-        .requests
-        .get_or_create(&RequestLabels {
-            route: route.clone(),
-            model: data.model.unwrap_or_default(),
-            endpoint: data.endpoint.unwrap_or_default(),
-            status,
-        })
-        .inc();
-    let labels = RouteLabels { route };
-    metrics
-        .inner
-        .request_seconds
-        .get_or_create(&labels)
-        .observe(total.as_secs_f64());
-    metrics
-        .inner
-        .overhead_seconds
-        .get_or_create(&labels)
-        .observe(overhead.as_secs_f64());
-    response
-}
 
-/// `GET /metrics`.
-pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
-    let body = state.metrics().render(&state);
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response()
+    fn queued(&self, dominion: &str, waited: Duration) {
+        self.trace.with(|t| t.queue += waited);
+        self.metrics
+            .inner
+            .admission_wait_seconds
+            .get_or_create(&DominionLabels {
+                dominion: dominion.to_owned(),
+            })
+            .observe(waited.as_secs_f64());
+    }
+
+    fn attempted(&self, endpoint: &Endpoint, elapsed: Duration) {
+        self.trace.with(|t| t.upstream += elapsed);
+        self.metrics
+            .inner
+            .upstream_seconds
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.id.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    fn failed(&self, endpoint: &Endpoint, failure: &AttemptFailure) {
+        self.metrics
+            .inner
+            .upstream_errors
+            .get_or_create(&ErrorLabels {
+                endpoint: endpoint.id.to_string(),
+                code: failure.kind.label(),
+            })
+            .inc();
+    }
+
+    fn failover(&self, model: &str, endpoint: &Endpoint, reason: FailoverReason) {
+        self.metrics
+            .inner
+            .failovers
+            .get_or_create(&FailoverLabels {
+                model: model.to_owned(),
+                endpoint: endpoint.id.to_string(),
+                reason: reason.label(),
+            })
+            .inc();
+    }
+
+    fn respawned(&self, model: &str) {
+        self.metrics
+            .inner
+            .local_respawns
+            .get_or_create(&ModelLabels {
+                model: model.to_owned(),
+            })
+            .inc();
+    }
 }
 
 /// Watches a relayed stream's chunks for `usage` and counts the last one seen when the
@@ -498,9 +447,10 @@ impl UsageTap {
             }),
         }
     }
+}
 
-    /// Looks at one relayed chunk (JSON text).
-    pub(crate) fn observe(&self, chunk: &str) {
+impl ChunkTap for UsageTap {
+    fn observe(&self, chunk: &str) {
         if !chunk.contains("\"usage\"") {
             return;
         }

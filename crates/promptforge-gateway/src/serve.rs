@@ -8,10 +8,12 @@ use std::net::SocketAddr;
 use tokio::net::TcpSocket;
 use tokio::sync::{oneshot, watch};
 
-use crate::config::ConfigError;
+use std::sync::Arc;
+
+use crate::app;
+use crate::config::{ConfigError, EnvLayers};
 use crate::conn;
-use crate::routes;
-use crate::state;
+use crate::relay::http::HttpTransport;
 
 /// Why the gateway could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +52,13 @@ const BACKLOG: u32 = 1024;
 /// stay on the thread that accepted it, with no hop between threads per request. The
 /// caller's runtime keeps the boot-time tasks (local children, signals) and the drain.
 pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
-    let booted = state::boot(boot_file, profile).await?;
+    let booted = app::boot(
+        boot_file,
+        profile,
+        EnvLayers::new(),
+        Arc::new(HttpTransport),
+    )
+    .await?;
     let threads = io_threads();
     let bind_error = |source| ServeError::Bind {
         bind: booted.bind.clone(),
@@ -65,8 +73,8 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
         .transpose()?
         .ok_or_else(|| std::io::Error::other("no socket was bound"))?;
     let limits = booted.limits;
-    let state = booted.state.clone();
-    let app = routes::App::new(booted.state);
+    let plans = booted.plans.clone();
+    let app = booted.service.clone();
     let gate = conn::Gate::new(&limits);
     let (closing_tx, closing) = watch::channel(false);
     let (exit_tx, exit) = watch::channel(false);
@@ -80,13 +88,15 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
         ready.push(listening);
         let (app, gate, closing, mut exit) =
             (app.clone(), gate.clone(), closing.clone(), exit.clone());
-        let state = state.clone();
+        let plans = plans.clone();
         let handle = std::thread::Builder::new()
             .name(format!("gateway-io-{index}"))
             .spawn(move || {
                 runtime.block_on(async move {
-                    state.warm_thread_clients();
-                    drop(state);
+                    // This thread's upstream clients, before it serves (boot checked that
+                    // they can be built).
+                    let _ = HttpTransport.warm(&plans.load());
+                    drop(plans);
                     // `listen` registers the socket with this thread's runtime.
                     let listener = match socket.listen(BACKLOG) {
                         Ok(listener) => listener,

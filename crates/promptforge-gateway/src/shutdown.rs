@@ -3,8 +3,6 @@
 
 use tokio::sync::watch;
 
-use crate::error::{ApiError, ErrorCode};
-
 /// Fires [`Shutdown`] once; held by the server loop.
 #[derive(Debug)]
 pub(crate) struct ShutdownTrigger(watch::Sender<bool>);
@@ -20,7 +18,7 @@ pub(crate) fn channel() -> (ShutdownTrigger, Shutdown) {
 }
 
 impl ShutdownTrigger {
-    /// Ends every in-flight request and stream with [`shutting_down`].
+    /// Ends every in-flight request and stream (each answers `shutting_down`).
     pub(crate) fn fire(&self) {
         self.0.send_replace(true);
     }
@@ -33,12 +31,4 @@ impl Shutdown {
             std::future::pending::<()>().await;
         }
     }
-}
-
-/// 503 `shutting_down`: the gateway stopped before the request completed.
-pub(crate) fn shutting_down() -> ApiError {
-    ApiError::new(
-        ErrorCode::ShuttingDown,
-        "the gateway is shutting down; the request was not completed (retry against a running gateway)",
-    )
 }

@@ -190,121 +190,22 @@ struct RawOverride {
     file: Option<String>,
 }
 
-/// Where `${VAR}` values come from: the process environment, then the `.env` file.
-#[derive(Debug, Default, Clone)]
-pub struct EnvSource {
-    file: HashMap<String, String>,
-    process: Option<HashMap<String, String>>,
-}
-
-impl EnvSource {
-    /// The process environment over the given `.env` entries.
-    pub fn process_then(file: HashMap<String, String>) -> Self {
-        Self {
-            file,
-            process: None,
-        }
-    }
-
-    /// A fixed environment (tests): `process` instead of the real one.
-    pub fn fixed(process: HashMap<String, String>, file: HashMap<String, String>) -> Self {
-        Self {
-            file,
-            process: Some(process),
-        }
-    }
-
-    fn lookup(&self, name: &str) -> Option<String> {
-        let from_process = match &self.process {
-            Some(map) => map.get(name).cloned(),
-            None => std::env::var(name).ok(),
-        };
-        from_process.or_else(|| self.file.get(name).cloned())
-    }
-}
+/// Where `${VAR}` values come from: the process environment, then the `.env` file (the
+/// lookup `promptforge-env` defines for every PromptForge configuration).
+pub use promptforge_env::Env as EnvSource;
 
 /// The `.env` beside a TOML: `prompts.toml` -> `prompts.env`.
 pub fn env_path(toml: &Path) -> PathBuf {
     toml.with_extension("env")
 }
 
-/// Parses a `.env` file: `KEY=VALUE` lines, `#` comments, blank lines, an optional
-/// `export ` prefix and optional matching single or double quotes around the value.
+/// Parses a `.env` file (`promptforge-env`'s syntax): `KEY=VALUE` lines, `#` comments,
+/// blank lines, an optional `export ` prefix and optional matching single or double quotes
+/// around the value; a later line wins.
 pub fn parse_env(text: &str) -> Result<HashMap<String, String>, String> {
-    let mut out = HashMap::new();
-    for (index, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((key, value)) = line.split_once('=') else {
-            return Err(format!("line {}: expected KEY=VALUE", index + 1));
-        };
-        let key = key.trim();
-        let valid = !key.is_empty()
-            && !key.starts_with(|c: char| c.is_ascii_digit())
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(format!(
-                "line {}: `{key}` is not a variable name",
-                index + 1
-            ));
-        }
-        let value = value.trim();
-        let value = ['"', '\'']
-            .iter()
-            .find_map(|q| {
-                value
-                    .strip_prefix(*q)
-                    .and_then(|v| v.strip_suffix(*q))
-                    .filter(|_| value.len() >= 2)
-            })
-            .unwrap_or(value);
-        out.insert(key.to_owned(), value.to_owned());
-    }
-    Ok(out)
-}
-
-enum Expand {
-    Unset(String),
-    Malformed(String),
-}
-
-fn expand(input: &str, env: &EnvSource) -> Result<String, Expand> {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(tail) = after.strip_prefix('{') {
-            let Some(end) = tail.find('}') else {
-                return Err(Expand::Malformed("`${` without a closing `}`".into()));
-            };
-            let name = &tail[..end];
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(Expand::Malformed(format!(
-                    "`${{{name}}}` is not a valid variable reference"
-                )));
-            }
-            match env.lookup(name) {
-                Some(value) => out.push_str(&value),
-                None => return Err(Expand::Unset(name.to_owned())),
-            }
-            rest = &tail[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
+    promptforge_env::parse_env_file(text)
+        .map(|lines| lines.into_iter().map(|a| (a.name, a.value)).collect())
+        .map_err(|err| err.to_string())
 }
 
 struct Ctx<'a> {
@@ -322,10 +223,9 @@ impl Ctx<'_> {
     }
 
     fn string(&self, key: &str, raw: &str) -> Result<String, ConfigError> {
-        expand(raw, self.env).map_err(|e| match e {
-            Expand::Unset(name) => self.invalid(key, format!("${{{name}}} is not set")),
-            Expand::Malformed(m) => self.invalid(key, m),
-        })
+        self.env
+            .expand(raw)
+            .map_err(|e| self.invalid(key, e.to_string()))
     }
 
     fn duration(
@@ -500,7 +400,7 @@ fn resolve_server(ctx: &Ctx<'_>, raw: &RawServer) -> Result<ServerConfig, Config
     };
     let api_key = match raw.api_key.as_deref() {
         None => None,
-        Some(k) => match expand(k, ctx.env) {
+        Some(k) => match ctx.env.expand(k) {
             Ok(value) if value.trim().is_empty() => {
                 return Err(ctx.invalid(
                     "server.api_key",
@@ -508,8 +408,8 @@ fn resolve_server(ctx: &Ctx<'_>, raw: &RawServer) -> Result<ServerConfig, Config
                 ));
             }
             Ok(value) => Some(value),
-            Err(Expand::Unset(_)) => None,
-            Err(Expand::Malformed(m)) => return Err(ctx.invalid("server.api_key", m)),
+            Err(promptforge_env::ExpandError::Unset(_)) => None,
+            Err(e) => return Err(ctx.invalid("server.api_key", e.to_string())),
         },
     };
     let max_concurrent_runs = match raw.max_concurrent_runs {
@@ -693,7 +593,6 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-            HashMap::new(),
         )
     }
 
@@ -737,7 +636,7 @@ mod tests {
 
     #[test]
     fn interpolation_uses_process_then_file_and_escapes_dollars() {
-        let source = EnvSource::fixed(
+        let source = EnvSource::fixed_then(
             [("A".to_owned(), "from-process".to_owned())].into(),
             [
                 ("A".to_owned(), "from-file".to_owned()),
@@ -754,7 +653,11 @@ mod tests {
     fn an_unset_variable_fails_except_in_the_server_key() {
         let text = "[gateway]\nurl = \"http://h\"\napi_key = \"${NOPE}\"\n";
         let err = parse(text, &env(&[])).unwrap_err().to_string();
-        assert!(err.contains("gateway.api_key") && err.contains("${NOPE} is not set"));
+        assert!(
+            err.contains("gateway.api_key")
+                && err.contains("environment variable `NOPE` is not set"),
+            "{err}"
+        );
         let text = format!("[server]\napi_key = \"${{NOPE}}\"\n{MINIMAL}");
         let c = parse(&text, &env(&[])).unwrap();
         assert_eq!(c.server.api_key, None);

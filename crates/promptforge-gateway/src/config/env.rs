@@ -1,88 +1,63 @@
-//! Environment lookup: the process environment layered over the env files.
-//!
-//! The workspace forbids `unsafe`, and editing the process environment is `unsafe` under
-//! edition 2024, so env files are not written into the process. They fill a layer that
-//! [`EnvLayers::lookup`] consults after the process environment: a variable already set
-//! always wins, exactly as if the files had been loaded with "do not override".
+//! Environment lookup for `${VAR}`: the process environment over the env files, in the
+//! syntax of `promptforge-env` (shared with the MCP server).
 
-use std::collections::BTreeMap;
+#[cfg(test)]
+use std::collections::HashMap;
 use std::path::Path;
+
+use promptforge_env::Env;
 
 use super::{ConfigError, ConfigErrorKind};
 
-/// Variables from the env files loaded so far, below the process environment.
+/// Variables from the env files loaded so far, below the process environment (or, in
+/// tests, a fixed map standing for it).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EnvLayers {
-    files: BTreeMap<String, String>,
+    env: Env,
 }
 
 impl EnvLayers {
-    /// An empty layer: lookups see the process environment only.
+    /// The real process environment, no file loaded yet.
     pub(crate) fn new() -> Self {
         Self::default()
     }
 
-    /// Looks a variable up: the process environment first, then the loaded env files.
-    pub(crate) fn lookup(&self, name: &str) -> Option<String> {
-        std::env::var(name)
-            .ok()
-            .or_else(|| self.files.get(name).cloned())
+    /// `process` standing for the process environment (the in-process tests, which share
+    /// one real environment), no file loaded yet.
+    #[cfg(test)]
+    pub(crate) fn fixed(process: HashMap<String, String>) -> Self {
+        Self {
+            env: Env::fixed(process),
+        }
     }
 
-    /// Loads `path` when it exists. A variable already visible through
-    /// [`EnvLayers::lookup`] is not overridden. Returns whether the file existed.
+    /// Looks a variable up: the process environment first, then the loaded env files.
+    #[cfg(test)]
+    pub(crate) fn lookup(&self, name: &str) -> Option<String> {
+        self.env.lookup(name)
+    }
+
+    /// The shared lookup.
+    pub(crate) fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// Loads `path` when it exists. A variable already visible (the process environment,
+    /// an earlier file) is not overridden. Returns whether the file existed.
     pub(crate) fn load_file(&mut self, path: &Path) -> Result<bool, ConfigError> {
         let Some(text) = super::files::read_text(path, "env file", true)? else {
             return Ok(false);
         };
-        for (line_no, line) in text.lines().enumerate() {
-            let Some((name, value)) = parse_line(line).map_err(|message| {
-                ConfigError::new(
-                    ConfigErrorKind::Parse,
-                    path,
-                    Some(format!("line {}", line_no + 1)),
-                    message,
-                )
-            })?
-            else {
-                continue;
-            };
-            if self.lookup(&name).is_none() {
-                self.files.insert(name, value);
-            }
-        }
+        self.env.load(&text).map_err(|err| {
+            ConfigError::new(
+                ConfigErrorKind::Parse,
+                path,
+                Some(format!("line {}", err.line)),
+                err.problem.to_string(),
+            )
+        })?;
         Ok(true)
     }
-}
-
-/// Parses one `NAME=value` line; `None` for blank lines and comments.
-fn parse_line(line: &str) -> Result<Option<(String, String)>, String> {
-    let line = line.trim();
-    if line.is_empty() || line.starts_with('#') {
-        return Ok(None);
-    }
-    let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
-    let Some((name, value)) = line.split_once('=') else {
-        return Err("expected NAME=value".to_owned());
-    };
-    let name = name.trim();
-    let valid_name = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !valid_name {
-        return Err(format!(
-            "invalid variable name `{}`",
-            super::files::quote(name)
-        ));
-    }
-    let value = value.trim();
-    let value = match (value.chars().next(), value.chars().last()) {
-        (Some(q @ ('"' | '\'')), Some(end)) if value.len() >= 2 && end == q => {
-            &value[1..value.len() - 1]
-        }
-        _ => value,
-    };
-    Ok(Some((name.to_owned(), value.to_owned())))
 }
 
 #[cfg(test)]
@@ -90,24 +65,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_lines() {
-        assert_eq!(parse_line("# c").unwrap(), None);
-        assert_eq!(parse_line("  ").unwrap(), None);
-        assert_eq!(
-            parse_line("export A_1=\"x y\"").unwrap(),
-            Some(("A_1".into(), "x y".into()))
-        );
-        assert_eq!(parse_line("B='v'").unwrap(), Some(("B".into(), "v".into())));
-        assert_eq!(
-            parse_line("C=a=b").unwrap(),
-            Some(("C".into(), "a=b".into()))
-        );
-        assert!(parse_line("no equals").is_err());
-        assert!(parse_line("1X=3").is_err());
-    }
-
-    #[test]
-    fn earlier_files_win() {
+    fn earlier_files_win_and_errors_name_the_line() {
         let dir = tempfile::tempdir().unwrap();
         let first = dir.path().join("a.env");
         let second = dir.path().join("b.env");
@@ -119,5 +77,8 @@ mod tests {
         assert!(!env.load_file(&dir.path().join("missing.env")).unwrap());
         assert_eq!(env.lookup("PF_TEST_ENV_LAYER").as_deref(), Some("first"));
         assert_eq!(env.lookup("PF_TEST_ENV_OTHER").as_deref(), Some("o"));
+        std::fs::write(&second, "A=1\nnot an assignment\n").unwrap();
+        let err = env.load_file(&second).unwrap_err().to_string();
+        assert!(err.ends_with("b.env: line 2: expected NAME=value"), "{err}");
     }
 }

@@ -12,9 +12,6 @@ pub(crate) const MAX_CONFIG_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// Most distinct files one profile's include graph may load.
 pub(crate) const MAX_INCLUDE_FILES: usize = 256;
 
-/// Longest piece of file content an error message quotes, in characters.
-const MAX_QUOTED_CHARS: usize = 80;
-
 /// Why a path cannot be read as a configuration file, in the reader's terms; `None` when
 /// it is a regular file.
 pub(crate) fn not_a_file(path: &Path) -> Option<String> {
@@ -72,23 +69,7 @@ pub(crate) fn read_text_shown(
     })
 }
 
-/// Quotes user-controlled text for an error message: control characters escaped, at most
-/// a fixed number of characters, an ellipsis when cut.
-pub(crate) fn quote(text: &str) -> String {
-    let mut out = String::new();
-    for (i, ch) in text.chars().enumerate() {
-        if i == MAX_QUOTED_CHARS {
-            out.push('…');
-            break;
-        }
-        if ch.is_control() {
-            out.extend(ch.escape_default());
-        } else {
-            out.push(ch);
-        }
-    }
-    out
-}
+pub(crate) use promptforge_env::quote;
 
 /// A TOML error as "line L, column C: message", without the excerpt of the file that the
 /// TOML library prints (a file that is not configuration, say `/etc/passwd`, must not
@@ -109,13 +90,6 @@ pub(crate) fn toml_error(text: &str, err: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quote_escapes_and_caps() {
-        assert_eq!(quote("a\nb\0"), "a\\nb\\u{0}");
-        let long = "x".repeat(500);
-        assert_eq!(quote(&long).chars().count(), MAX_QUOTED_CHARS + 1);
-    }
 
     #[test]
     fn toml_errors_carry_no_excerpt() {

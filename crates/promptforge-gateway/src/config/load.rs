@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use super::env::EnvLayers;
-use super::interpolate::{InterpolateError, interpolate_value};
+use super::interpolate::interpolate_value;
 use super::raw::{
     RawDominion, RawEndpoint, RawFile, RawLocal, RawLocalModel, RawModel, RawServer, RawWebSearch,
 };
@@ -124,13 +124,12 @@ fn read_file_shown(real: &Path, path: &Path, env: &EnvLayers) -> Result<RawFile,
     toml::from_str::<RawFile>(&text).map_err(parse_error)?;
     let mut value: toml::Value = toml::from_str(&text).map_err(parse_error)?;
     interpolate_value(&mut value, env, "").map_err(|(key, err)| {
-        let message = match err {
-            InterpolateError::Unresolved(name) => {
-                format!("environment variable `{}` is not set", files::quote(&name))
-            }
-            InterpolateError::Malformed(why) => why,
-        };
-        ConfigError::new(ConfigErrorKind::Interpolation, path, Some(key), message)
+        ConfigError::new(
+            ConfigErrorKind::Interpolation,
+            path,
+            Some(key),
+            err.to_string(),
+        )
     })?;
     value.try_into::<RawFile>().map_err(|err| {
         ConfigError::new(
@@ -184,6 +183,8 @@ pub(crate) struct Sourced<T> {
 #[derive(Debug, Default)]
 pub(crate) struct Merged {
     pub(crate) chain: Vec<PathBuf>,
+    /// The same files, canonical (symbolic links resolved, absolute).
+    pub(crate) canonical_chain: Vec<PathBuf>,
     pub(crate) models_allowlist: Option<Sourced<Vec<String>>>,
     pub(crate) server: RawServer,
     pub(crate) local: RawLocal,
@@ -248,9 +249,11 @@ impl Merged {
         &mut self,
         index: &mut MergeIndex,
         file: &Path,
+        canonical: &Path,
         raw: RawFile,
     ) -> Result<(), ConfigError> {
         self.chain.push(file.to_path_buf());
+        self.canonical_chain.push(canonical.to_path_buf());
         if let Some(models) = raw.models {
             self.models_allowlist = Some(Sourced {
                 file: file.to_path_buf(),
@@ -420,7 +423,7 @@ fn resolve(
         resolve(&real_target, &target, depth + 1, walk, env)?;
     }
     walk.stack.pop();
-    walk.merged.absorb(&mut walk.index, path, raw)
+    walk.merged.absorb(&mut walk.index, path, &canonical, raw)
 }
 
 /// `path` with `.` components dropped and `dir/..` pairs folded, for display only (files

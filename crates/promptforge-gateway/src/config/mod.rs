@@ -15,7 +15,6 @@ mod load;
 mod raw;
 mod validate;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,6 +27,10 @@ pub(crate) use promptforge_wire::{Freshness, ModelKind, SafeSearch, Thinking};
 pub(crate) use validate::DEFAULT_FAILOVER_COOLDOWN;
 
 use crate::secret::Secret;
+
+/// Largest request body the gateway accepts (images travel inline as base64), 32 MiB;
+/// also the default cap of a buffered upstream body.
+pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// What went wrong while loading configuration, for programmatic handling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,12 +127,10 @@ pub(crate) struct Config {
     pub local: LocalSettings,
     /// The profile's `models` allowlist; `None` loads the full catalog.
     pub model_allowlist: Option<Vec<String>>,
-    /// Every file merged, in merge order.
+    /// Every file merged, in merge order, named as the user gave it.
     pub include_chain: Vec<PathBuf>,
-    /// `models` position by name.
-    pub(crate) model_index: HashMap<String, usize>,
-    /// `endpoints` position by id.
-    pub(crate) endpoint_index: HashMap<String, usize>,
+    /// The same files, canonical (what the boot file is compared with).
+    pub canonical_chain: Vec<PathBuf>,
 }
 
 /// `[server]`.
@@ -197,12 +198,21 @@ pub(crate) struct LocalSettings {
 pub(crate) struct EndpointConfig {
     /// The operator's handle, referenced by models.
     pub id: String,
-    /// The base URL without a trailing slash, e.g. `https://api.example.com/v1`.
-    pub base_url: String,
+    /// The base URL (its path without a trailing slash), e.g.
+    /// `https://api.example.com/v1`.
+    pub base_url: reqwest::Url,
     /// The upstream credential, sent as `Authorization: Bearer`.
     pub api_key: Option<Secret>,
     /// The remote dominion the endpoint is bound to.
     pub dominion: Option<String>,
+    /// The bounds of its requests.
+    pub limits: EndpointLimits,
+}
+
+/// The bounds of an endpoint's requests (`[[endpoint]]`, or the fixed ones of a local
+/// child).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EndpointLimits {
     /// TCP/TLS connect deadline (default 10 s).
     pub connect_timeout: Duration,
     /// Whole-request deadline for non-streaming requests (default 600 s).
@@ -271,11 +281,21 @@ pub(crate) enum ModelBackend {
     Remote {
         /// The backend's own model string.
         upstream: String,
-        /// Endpoint ids; the first one serves.
-        endpoints: Vec<String>,
+        /// The endpoints that serve it, in failover order.
+        endpoints: EndpointRefs,
     },
     /// A `[[local_model]]` served by a llama-server child.
     Local(LocalLaunch),
+}
+
+/// A model's endpoints, as positions in [`Config::endpoints`], in failover order; never
+/// empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EndpointRefs {
+    /// The first endpoint.
+    pub first: usize,
+    /// The others, in order.
+    pub rest: Vec<usize>,
 }
 
 /// The launch settings of a `[[local_model]]`.
@@ -361,18 +381,4 @@ pub(crate) struct WebSearchConfig {
     pub default_safesearch: Option<SafeSearch>,
     /// Drop tracking query parameters from result URLs (default true).
     pub strip_tracking: bool,
-}
-
-impl Config {
-    /// Looks a loaded model up by its exact name (a hash lookup).
-    pub(crate) fn model(&self, name: &str) -> Option<&ModelConfig> {
-        self.model_index.get(name).and_then(|&i| self.models.get(i))
-    }
-
-    /// Looks an endpoint up by id (a hash lookup).
-    pub(crate) fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
-        self.endpoint_index
-            .get(id)
-            .and_then(|&i| self.endpoints.get(i))
-    }
 }

@@ -11,8 +11,8 @@ use super::load::{Merged, Sourced};
 use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
 use super::{
     Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
-    LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind, QueuePolicy, ServerLimits,
-    Thinking, ToolDialect, WebSearchConfig,
+    EndpointLimits, EndpointRefs, LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind,
+    QueuePolicy, ServerLimits, Thinking, ToolDialect, WebSearchConfig,
 };
 
 /// Default connect deadline for upstream requests.
@@ -28,7 +28,7 @@ const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// `[[endpoint]] failover_cooldown` default.
 pub(crate) const DEFAULT_FAILOVER_COOLDOWN: Duration = Duration::from_secs(30);
 /// Default cap of a non-streaming upstream body (the request cap).
-const DEFAULT_MAX_RESPONSE_BYTES: usize = crate::routes::MAX_BODY_BYTES;
+const DEFAULT_MAX_RESPONSE_BYTES: usize = super::MAX_REQUEST_BODY_BYTES;
 /// Default cap of one SSE line or event.
 const DEFAULT_MAX_STREAM_EVENT_BYTES: usize = 1024 * 1024;
 /// Largest byte limit accepted in configuration (1 GiB).
@@ -50,6 +50,7 @@ fn invalid(file: &Path, key: String, message: impl Into<String>) -> ConfigError 
 pub(crate) fn build(merged: Merged) -> Result<Config, ConfigError> {
     let Merged {
         chain,
+        canonical_chain,
         models_allowlist,
         server: _,
         local,
@@ -116,11 +117,6 @@ pub(crate) fn build(merged: Merged) -> Result<Config, ConfigError> {
     check_vram(&local_models, &dominions)?;
 
     let web_search = web_search.as_ref().map(web_search_config).transpose()?;
-    let model_index = loaded
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.name.clone(), i))
-        .collect();
     Ok(Config {
         endpoints,
         models: loaded,
@@ -129,8 +125,7 @@ pub(crate) fn build(merged: Merged) -> Result<Config, ConfigError> {
         local: local_settings(local, local_file.as_deref())?,
         model_allowlist: models_allowlist.map(|a| a.item),
         include_chain: chain,
-        model_index,
-        endpoint_index,
+        canonical_chain,
     })
 }
 
@@ -304,8 +299,9 @@ fn bound_dominion(
     }
 }
 
-/// Normalises an http(s) base URL: no credentials, query or fragment, no trailing slash.
-fn base_url(file: &Path, key: String, value: &str) -> Result<String, ConfigError> {
+/// Parses an http(s) base URL: no credentials, query or fragment; a trailing slash of its
+/// path is removed.
+fn base_url(file: &Path, key: String, value: &str) -> Result<reqwest::Url, ConfigError> {
     let url = reqwest::Url::parse(value)
         .map_err(|err| invalid(file, key.clone(), format!("`{value}` is not a URL: {err}")))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -321,7 +317,10 @@ fn base_url(file: &Path, key: String, value: &str) -> Result<String, ConfigError
     if url.query().is_some() || url.fragment().is_some() {
         return Err(invalid(file, key, "must not carry a query or fragment"));
     }
-    Ok(url.as_str().trim_end_matches('/').to_owned())
+    let mut url = url;
+    let path = url.path().trim_end_matches('/').to_owned();
+    url.set_path(&path);
+    Ok(url)
 }
 
 fn endpoint(
@@ -361,6 +360,18 @@ fn endpoint(
         base_url,
         api_key: raw.api_key.clone(),
         dominion: raw.dominion.clone(),
+        limits: endpoint_limits(file, &raw.id, raw)?,
+    })
+}
+
+/// The bounds of `[[endpoint]]` `id`, defaults filled in.
+fn endpoint_limits(
+    file: &Path,
+    id: &str,
+    raw: &RawEndpoint,
+) -> Result<EndpointLimits, ConfigError> {
+    let key = |field: &str| format!("endpoint[{id}].{field}");
+    Ok(EndpointLimits {
         connect_timeout: duration(
             file,
             key("connect_timeout"),
@@ -733,22 +744,24 @@ fn remote_model(
     };
     let c = catalog(file, "model", &fields, &chat_only)?;
     non_empty(file, key("upstream"), &raw.upstream)?;
-    if raw.endpoints.is_empty() {
-        return Err(invalid(
-            file,
-            key("endpoints"),
-            "must name at least one endpoint",
-        ));
-    }
+    let mut positions = Vec::with_capacity(raw.endpoints.len());
     for (i, id) in raw.endpoints.iter().enumerate() {
-        if !endpoints.contains_key(id) {
+        let Some(&position) = endpoints.get(id) else {
             return Err(invalid(
                 file,
                 key(&format!("endpoints[{i}]")),
                 format!("unknown endpoint `{id}`"),
             ));
-        }
+        };
+        positions.push(position);
     }
+    let Some((&first, rest)) = positions.split_first() else {
+        return Err(invalid(
+            file,
+            key("endpoints"),
+            "must name at least one endpoint",
+        ));
+    };
     let default_max_tokens = raw
         .default_max_tokens
         .map(|v| positive(file, key("default_max_tokens"), v))
@@ -775,7 +788,10 @@ fn remote_model(
     };
     let backend = ModelBackend::Remote {
         upstream: raw.upstream.clone(),
-        endpoints: raw.endpoints.clone(),
+        endpoints: EndpointRefs {
+            first,
+            rest: rest.to_vec(),
+        },
     };
     Ok(c.into_model(default_max_tokens, tool_dialect, backend))
 }
@@ -949,7 +965,10 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         file,
         key("base_url"),
         raw.base_url.as_deref().unwrap_or(BRAVE_BASE_URL),
-    )?;
+    )?
+    .as_str()
+    .trim_end_matches('/')
+    .to_owned();
     let count = |field: &str, value: Option<i64>, default: u32| -> Result<u32, ConfigError> {
         match value {
             None => Ok(default),
@@ -1023,6 +1042,7 @@ mod tests {
         let local_file = raw.local.is_some().then(|| PathBuf::from(FILE));
         build(Merged {
             chain: vec![PathBuf::from(FILE)],
+            canonical_chain: vec![PathBuf::from(FILE)],
             local: raw.local.unwrap_or_default(),
             local_file,
             endpoints: sourced(raw.endpoint),

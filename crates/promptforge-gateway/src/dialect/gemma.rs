@@ -11,7 +11,11 @@
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+/// A request whose `tools` cannot be emulated (`routes/` answers it with 400
+/// `invalid_request`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct DialectError(String);
 
 /// The per-response part of emitted tool-call ids: 12 hex digits of the SHA-256 of the
 /// upstream's completion `id` (which llama-server makes unique per completion), or of the
@@ -26,14 +30,14 @@ fn response_nonce(response: &Map<String, Value>) -> String {
 }
 
 /// Rewrites an outgoing chat body. Returns whether the request carried tools.
-pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
+pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, DialectError> {
     let tools = body.remove("tools");
     body.remove("tool_choice");
     let tools = match tools {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools,
         Some(_) => {
-            return Err(ApiError::invalid_request("tools must be an array"));
+            return Err(DialectError("tools must be an array".to_owned()));
         }
     };
     let Some(Value::Array(messages)) = body.get_mut("messages") else {
@@ -50,7 +54,7 @@ pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, ApiError> 
     Ok(true)
 }
 
-fn system_guide(tools: &[Value]) -> Result<String, ApiError> {
+fn system_guide(tools: &[Value]) -> Result<String, DialectError> {
     let mut text = String::from(
         "You can call tools. To call tools, reply with only a fenced block that starts with \
          ```tool_code, holds one call per line and ends with ```, and write nothing after it:\n\
@@ -64,7 +68,7 @@ fn system_guide(tools: &[Value]) -> Result<String, ApiError> {
         let function = tool.get("function").filter(|f| f.is_object());
         let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
         let (Some(function), Some(name)) = (function, name) else {
-            return Err(ApiError::invalid_request(format!(
+            return Err(DialectError(format!(
                 "tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}"
             )));
         };

@@ -270,13 +270,9 @@ impl LocalChild {
         self.stop();
     }
 
-    /// Starts a retired child again on the same port and bearer (a failed switch).
-    pub(crate) async fn restart(&self) -> Result<(), ChildError> {
-        self.stop();
-        self.launch().await?;
-        self.retired
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        Ok(())
+    /// Whether [`Self::retire`] stopped it.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     async fn launch(&self) -> Result<(), ChildError> {

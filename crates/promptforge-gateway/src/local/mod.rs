@@ -1,9 +1,12 @@
 //! Local inference: `llama-server` children for `[[local_model]]` entries.
 //!
 //! [`prepare`] checks and provisions everything (binary, GGUF files and their digests)
-//! without starting anything; [`LocalRuntime::start`] then starts one child per model,
-//! waits for each to be ready and resolves chat models' tool-calling dialects. The
-//! runtime owns its children: dropping it kills them all.
+//! without starting anything; [`Fleet::start`] then starts one child per model, waits for
+//! each to be ready and resolves chat models' tool-calling dialects. A fleet is the local
+//! overlay of one profile: the plan routes to its children, but the children live here.
+//! A child is shared by every fleet whose model has the same launch (name, kind, context,
+//! settings, GGUF and binary), so a profile switch keeps such children running; the last
+//! holder of a child going away kills it.
 
 pub(crate) mod child;
 pub(crate) mod dialect;
@@ -11,20 +14,13 @@ pub(crate) mod provision;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::Admission;
-use crate::config::{
-    Config, DominionConfig, DominionKind, EndpointConfig, LocalLaunch, ModelBackend, ModelKind,
-    QueuePolicy, ToolDialect,
-};
-use crate::state::Upstream;
+use crate::config::{Config, LocalLaunch, ModelBackend, ModelKind, ToolDialect};
 
 pub(crate) use child::{ChildError, ChildSpec, LocalChild};
 pub(crate) use provision::ProvisionError;
-
-/// Queue length of a local model's own admission (no dominion bound).
-pub(crate) const MODEL_QUEUE: u32 = 100;
 
 /// Why the local runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +50,7 @@ pub(crate) enum LocalError {
 }
 
 /// One local model's provisioned launch: its name, kind, settings and GGUF file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PreparedModel {
     /// The model name.
     pub name: String,
@@ -66,13 +62,13 @@ pub(crate) struct PreparedModel {
     pub launch: LocalLaunch,
     /// The verified GGUF.
     pub gguf: PathBuf,
+    /// The `llama-server` binary.
+    pub binary: PathBuf,
 }
 
 /// Everything checked and provisioned, nothing started yet.
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
-    /// The `llama-server` binary.
-    pub binary: PathBuf,
     /// The cache directory.
     pub cache_dir: PathBuf,
     /// `/health` deadline.
@@ -127,34 +123,33 @@ pub(crate) async fn prepare(config: &Config) -> Result<Option<Prepared>, LocalEr
             context: model.context,
             launch: launch.clone(),
             gguf,
+            binary: binary.clone(),
         });
     }
     Ok(Some(Prepared {
-        binary,
         cache_dir: provision::cache_dir(settings),
         ready_timeout: settings.ready_timeout,
         models,
     }))
 }
 
-/// A started local model: its child, the client that reaches it and, without a
-/// dominion, its own queue.
+/// A running local model: its child and the dialect resolved from it.
 #[derive(Debug)]
-pub(crate) struct LocalModel {
+pub(crate) struct Running {
+    /// What it was started from: a later profile with the same launch shares it.
+    pub launch: PreparedModel,
     /// The child.
     pub child: LocalChild,
-    /// The loopback endpoint of the child, with its bearer.
-    pub upstream: Upstream,
-    /// The per-model queue (limit `parallel`) when no dominion is bound.
-    pub admission: Option<Admission>,
-    /// The resolved dialect.
+    /// The child's OpenAI API root, `http://127.0.0.1:PORT/v1`.
+    pub base_url: reqwest::Url,
+    /// The resolved tool-calling dialect.
     pub dialect: ToolDialect,
 }
 
-/// The running children of one profile.
+/// The running children of one profile, by model name.
 #[derive(Debug, Default)]
-pub(crate) struct LocalRuntime {
-    models: HashMap<String, LocalModel>,
+pub(crate) struct Fleet {
+    models: HashMap<String, Arc<Running>>,
 }
 
 /// The arguments of one child (everything after the binary).
@@ -225,115 +220,113 @@ fn run_dir(cache: &Path) -> Result<PathBuf, LocalError> {
     Ok(dir)
 }
 
-impl LocalRuntime {
-    /// Starts every prepared model's child (in order), waits for readiness and resolves
-    /// chat dialects. On any failure the children already started are killed.
-    pub(crate) async fn start(prepared: &Prepared) -> Result<Self, LocalError> {
+impl Fleet {
+    /// The fleet for `prepared` (none: no local model): every model whose launch equals
+    /// one of `current`'s keeps that running child; the others get a new child, started
+    /// in order, each ready and its dialect resolved before the next. `current` is never
+    /// changed: on any failure the children started here are killed (dropped) and
+    /// `current`'s keep running as they were.
+    pub(crate) async fn start(
+        prepared: Option<&Prepared>,
+        current: &Fleet,
+    ) -> Result<Self, LocalError> {
+        let mut fleet = Self::default();
+        let Some(prepared) = prepared else {
+            return Ok(fleet);
+        };
         let run = run_dir(&prepared.cache_dir)?;
-        let mut runtime = Self::default();
         for model in &prepared.models {
-            let port = free_port()?;
-            let key_file = run.join(format!("{}-{port}.key", child::sanitize(&model.name)));
-            let spec = ChildSpec {
-                model: model.name.clone(),
-                binary: prepared.binary.clone(),
-                port,
-                args: child_args(model, port, &key_file),
-                key_file,
-                ready_timeout: prepared.ready_timeout,
+            let running = match current.models.get(&model.name) {
+                Some(running)
+                    if same_process(&running.launch, model) && !running.child.is_retired() =>
+                {
+                    running.clone()
+                }
+                _ => Arc::new(start_one(model, &run, prepared.ready_timeout).await?),
             };
-            let bearer = child::generate_bearer()
-                .map_err(|err| LocalError::Setup(format!("no random bearer: {err}")))?;
-            let child = LocalChild::start(spec, bearer).await?;
-            let dialect = if model.kind == ModelKind::Chat {
-                let props = child.props().await.unwrap_or_else(|err| {
-                    tracing::warn!(model = %model.name, error = %err, "no /props; trying the sidecar");
-                    serde_json::Value::Null
-                });
-                let template = props
-                    .get("chat_template")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned);
-                // The sidecar `.md` is read off the async workers.
-                let gguf = model.gguf.clone();
-                let resolved = tokio::task::spawn_blocking(move || {
-                    dialect::resolve(template.as_deref(), &gguf)
-                })
+            fleet.models.insert(model.name.clone(), running);
+        }
+        Ok(fleet)
+    }
+
+    /// A running model by name.
+    pub(crate) fn model(&self, name: &str) -> Option<&Arc<Running>> {
+        self.models.get(name)
+    }
+
+    /// Stops for good every child of this fleet that `next` does not share (the commit of
+    /// a profile switch): they are not respawned, and in-flight requests on them fail.
+    pub(crate) fn retire_unshared(&self, next: &Fleet) {
+        for (name, running) in &self.models {
+            let shared = next
+                .models
+                .get(name)
+                .is_some_and(|kept| Arc::ptr_eq(kept, running));
+            if !shared {
+                running.child.retire();
+            }
+        }
+    }
+}
+
+/// Whether two launches run the same process: the same binary and the same arguments
+/// (model name, GGUF, context and every knob; the port and key file are the child's own).
+fn same_process(a: &PreparedModel, b: &PreparedModel) -> bool {
+    let none = Path::new("");
+    a.binary == b.binary && child_args(a, 0, none) == child_args(b, 0, none)
+}
+
+/// Starts one model's child, waits until it is ready and resolves its dialect.
+async fn start_one(
+    model: &PreparedModel,
+    run: &Path,
+    ready_timeout: Duration,
+) -> Result<Running, LocalError> {
+    let port = free_port()?;
+    let key_file = run.join(format!("{}-{port}.key", child::sanitize(&model.name)));
+    let spec = ChildSpec {
+        model: model.name.clone(),
+        binary: model.binary.clone(),
+        port,
+        args: child_args(model, port, &key_file),
+        key_file,
+        ready_timeout,
+    };
+    let bearer = child::generate_bearer()
+        .map_err(|err| LocalError::Setup(format!("no random bearer: {err}")))?;
+    let base_url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/v1"))
+        .map_err(|err| LocalError::Setup(format!("no URL for port {port}: {err}")))?;
+    let child = LocalChild::start(spec, bearer).await?;
+    let dialect = if model.kind == ModelKind::Chat {
+        let props = child.props().await.unwrap_or_else(|err| {
+            tracing::warn!(model = %model.name, error = %err, "no /props; trying the sidecar");
+            serde_json::Value::Null
+        });
+        let template = props
+            .get("chat_template")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        // The sidecar `.md` is read off the async workers.
+        let gguf = model.gguf.clone();
+        let resolved =
+            tokio::task::spawn_blocking(move || dialect::resolve(template.as_deref(), &gguf))
                 .await
                 .map_err(|err| LocalError::Setup(format!("dialect task failed: {err}")))?
                 .map_err(|source| LocalError::Dialect {
                     model: model.name.clone(),
                     source,
                 })?;
-                tracing::info!(model = %model.name, dialect = ?resolved, "resolved tool-calling dialect");
-                resolved
-            } else {
-                ToolDialect::OpenAi
-            };
-            let endpoint = EndpointConfig {
-                id: format!("local:{}", model.name),
-                base_url: format!("{}/v1", child.base_url()),
-                api_key: Some(child.bearer().clone()),
-                dominion: None,
-                connect_timeout: Duration::from_secs(5),
-                timeout: Duration::from_secs(600),
-                stream_first_byte_timeout: Duration::from_secs(120),
-                stream_idle_timeout: Duration::from_secs(120),
-                max_response_bytes: 32 * 1024 * 1024,
-                max_stream_event_bytes: 1024 * 1024,
-                failover_cooldown: crate::config::DEFAULT_FAILOVER_COOLDOWN,
-            };
-            let upstream = Upstream::new(&endpoint)
-                .map_err(|err| LocalError::Setup(format!("cannot build an HTTP client: {err}")))?;
-            let admission = match model.launch.dominion {
-                Some(_) => None,
-                None => Admission::new(&DominionConfig {
-                    id: format!("local_model:{}", model.name),
-                    kind: DominionKind::Local,
-                    max_concurrency: Some(model.launch.parallel),
-                    max_queue: MODEL_QUEUE,
-                    policy: QueuePolicy::Queue,
-                    fair_scheduling: true,
-                    vram_gb: None,
-                }),
-            };
-            runtime.models.insert(
-                model.name.clone(),
-                LocalModel {
-                    child,
-                    upstream,
-                    admission,
-                    dialect,
-                },
-            );
-        }
-        Ok(runtime)
-    }
-
-    /// A started model by name.
-    pub(crate) fn model(&self, name: &str) -> Option<&LocalModel> {
-        self.models.get(name)
-    }
-
-    /// Every started model, by name.
-    pub(crate) fn models(&self) -> impl Iterator<Item = (&str, &LocalModel)> {
-        self.models.iter().map(|(k, v)| (k.as_str(), v))
-    }
-
-    /// Stops every child for a profile switch (they are not respawned after this).
-    pub(crate) fn retire_all(&self) {
-        for model in self.models.values() {
-            model.child.retire();
-        }
-    }
-
-    /// Restarts every retired child on its port and bearer (a failed profile switch).
-    pub(crate) async fn restart_all(&self) -> Result<(), LocalError> {
-        for model in self.models.values() {
-            model.child.restart().await?;
-        }
-        Ok(())
-    }
+        tracing::info!(model = %model.name, dialect = ?resolved, "resolved tool-calling dialect");
+        resolved
+    } else {
+        ToolDialect::OpenAi
+    };
+    Ok(Running {
+        launch: model.clone(),
+        child,
+        base_url,
+        dialect,
+    })
 }
 
 #[cfg(test)]
@@ -359,6 +352,7 @@ mod tests {
                 dominion: None,
             },
             gguf: PathBuf::from("/cache/m.gguf"),
+            binary: PathBuf::from("/bin/llama-server"),
         }
     }
 

@@ -1,21 +1,22 @@
 //! The inline upstream client: buffered (non-streaming) requests to plain `http://`
 //! endpoints, over a small HTTP/1.1 keep-alive client that the request's own task drives
-//! (no connection task, no channel between the two, no URL parsed per request).
+//! (no connection task, no channel between the two, no URL parsed and no request head
+//! formatted per request: the plan wrote each head once, see [`PlainTarget`]).
 //!
-//! reqwest stays for everything else: `https://` endpoints, streaming requests, a
-//! process with a proxy variable set (`HTTP_PROXY`, `http_proxy`, `ALL_PROXY`,
-//! `all_proxy`: reqwest would honour it, this client does not know proxies), and any
-//! attempt for which this client cannot open a connection (then nothing was sent, and
-//! reqwest's own attempt reports the failure exactly as before).
+//! reqwest ([`super::pooled`]) stays for everything else: `https://` endpoints, streaming
+//! requests, a process with a proxy variable set (`HTTP_PROXY`, `http_proxy`,
+//! `ALL_PROXY`, `all_proxy`: reqwest would honour it, this client does not know proxies),
+//! and any attempt for which this client cannot open a connection (then nothing was sent,
+//! and reqwest's own attempt reports the failure exactly as before).
 //!
 //! The bounds are reqwest's: the endpoint's `connect_timeout` for a new connection, its
 //! `timeout` for the whole exchange (connect, send, response head and body), its
 //! `max_response_bytes` for the body (a declared `Content-Length` over it is refused
 //! before the body is read), 64 KiB of an error body, and a response head of at most
-//! 400 KiB (hyper's client default). Failures map to the same codes as reqwest's
-//! ([`super::upstream`]).
+//! 400 KiB (hyper's client default). Failures are the same [`AttemptFailure`]s reqwest's
+//! give ([`super::pooled`]), with the same messages where the tests compare them.
 //!
-//! Connections: each I/O thread keeps its own idle connections per endpoint (at most
+//! Connections: each I/O thread keeps its own idle connections per upstream address (at most
 //! [`MAX_IDLE_PER_ENDPOINT`], idle at most [`IDLE_TIMEOUT`], like reqwest's pool). A
 //! connection goes back to the pool only after a response was read completely with
 //! nothing after it, and the response allowed keep-alive (HTTP/1.1 without
@@ -29,6 +30,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -36,13 +38,10 @@ use axum::http::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::upstream::{
-    AttemptError, MAX_ERROR_BODY_BYTES, Payload, status_error, timeout_error, too_large,
-};
-use crate::error::ApiError;
-use crate::state::Upstream;
+use super::transport::{AttemptFailure, MAX_ERROR_BODY_BYTES, Phase};
+use crate::plan::{ApiPath, Endpoint, PlainTarget};
 
-/// Idle connections one I/O thread keeps per endpoint.
+/// Idle connections one I/O thread keeps per upstream address.
 pub(crate) const MAX_IDLE_PER_ENDPOINT: usize = 256;
 /// How long a connection may sit idle in the pool (reqwest's `pool_idle_timeout`).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -50,76 +49,23 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const MAX_HEAD_BYTES: usize = 400 * 1024;
 /// Most response headers parsed.
 const MAX_HEADERS: usize = 100;
-/// Endpoints whose idle connections one thread keeps (past this the pool is emptied,
-/// e.g. after many profile switches).
+/// Upstream addresses whose idle connections one thread keeps (past this the pool is
+/// emptied).
 const MAX_POOLED_ENDPOINTS: usize = 256;
 /// What one read asks for at least.
 const READ_CHUNK: usize = 16 * 1024;
 /// A connection's read buffer larger than this is not kept for the next request.
 const KEEP_BUFFER_BYTES: usize = 64 * 1024;
 
-/// A plain `http://` endpoint, parsed once when its [`Upstream`] is built.
-#[derive(Debug, Clone)]
-pub(crate) struct Plain {
-    /// `host:port` to connect to.
-    connect: String,
-    /// The `Host` header's value (the port only when it is not 80).
-    authority: String,
-    /// The base URL's path, without a trailing slash (`/v1`).
-    path: String,
-}
-
-impl Plain {
-    /// `base_url` as a plain endpoint, when it is `http://` and no proxy variable is set;
-    /// `None` sends every request of the endpoint through reqwest.
-    pub(crate) fn parse(base_url: &str) -> Option<Self> {
-        if proxy_configured() {
-            return None;
-        }
-        Self::parse_url(base_url)
-    }
-
-    fn parse_url(base_url: &str) -> Option<Self> {
-        let url = reqwest::Url::parse(base_url).ok()?;
-        if url.scheme() != "http"
-            || url.query().is_some()
-            || url.fragment().is_some()
-            || !url.username().is_empty()
-            || url.password().is_some()
-        {
-            return None;
-        }
-        let host = url.host_str()?;
-        let port = url.port_or_known_default()?;
-        let authority = match url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
-        };
-        Some(Self {
-            connect: format!("{host}:{port}"),
-            authority,
-            path: url.path().trim_end_matches('/').to_owned(),
-        })
-    }
-}
-
-fn proxy_configured() -> bool {
-    ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-        .iter()
-        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
-}
-
 /// How an exchange ended.
 #[derive(Debug)]
 pub(crate) enum Exchange {
     /// A success status and the whole body.
     Whole(Vec<u8>),
-    /// Failed before any response head arrived (a transport failure or timeout): the
-    /// request may not have reached the upstream, as with a failed reqwest `send`.
-    BeforeHead(AttemptError),
-    /// Failed after the response head: an error status, or a body that was cut, too
-    /// large or not decodable, as with a failed read of a reqwest body.
-    AfterHead(AttemptError),
+    /// A failure before any response head (a transport failure or timeout: the request
+    /// may not have reached the upstream, as with a failed reqwest `send`) or after it (an
+    /// error status, or a body that was cut, too large or not decodable).
+    Failed(AttemptFailure),
     /// No connection could be opened (not a timeout): nothing was sent, so the caller
     /// sends the request through reqwest instead.
     Unconnected,
@@ -137,9 +83,11 @@ struct Conn {
 struct Pool {
     /// The runtime whose reactor the pooled sockets are registered with.
     runtime: Option<tokio::runtime::Id>,
-    idle: HashMap<u64, Vec<Conn>>,
+    /// Idle connections per upstream address (`host:port`): endpoints that share an
+    /// address share its connections, across profile switches too.
+    idle: HashMap<Arc<str>, Vec<Conn>>,
     /// When connections idle past [`IDLE_TIMEOUT`] were last closed (those of an
-    /// endpoint no profile uses any more are never checked out again).
+    /// address no profile uses any more are never checked out again).
     swept: Option<Instant>,
 }
 
@@ -164,15 +112,15 @@ thread_local! {
     static POOL: RefCell<Pool> = RefCell::new(Pool::default());
 }
 
-/// A live idle connection to endpoint `key`, if the pool has one.
-fn checkout(key: u64) -> Option<Conn> {
+/// A live idle connection to `address`, if the pool has one.
+fn checkout(address: &str) -> Option<Conn> {
     let runtime = tokio::runtime::Handle::try_current().ok()?.id();
     POOL.with_borrow_mut(|pool| {
         if pool.runtime != Some(runtime) {
             pool.idle.clear();
             pool.runtime = Some(runtime);
         }
-        let idle = pool.idle.get_mut(&key)?;
+        let idle = pool.idle.get_mut(address)?;
         while let Some(conn) = idle.pop() {
             if conn.idle_since.elapsed() < IDLE_TIMEOUT && still_open(&conn.stream) {
                 return Some(conn);
@@ -197,8 +145,8 @@ fn still_open(stream: &TcpStream) -> bool {
     }
 }
 
-/// Returns `conn` to endpoint `key`'s idle connections.
-fn checkin(key: u64, mut conn: Conn) {
+/// Returns `conn` to `address`'s idle connections.
+fn checkin(address: &Arc<str>, mut conn: Conn) {
     let Ok(runtime) = tokio::runtime::Handle::try_current().map(|h| h.id()) else {
         return;
     };
@@ -213,65 +161,45 @@ fn checkin(key: u64, mut conn: Conn) {
             pool.runtime = Some(runtime);
         }
         pool.sweep(conn.idle_since);
-        if !pool.idle.contains_key(&key) && pool.idle.len() >= MAX_POOLED_ENDPOINTS {
+        if !pool.idle.contains_key(&**address) && pool.idle.len() >= MAX_POOLED_ENDPOINTS {
             pool.idle.clear();
         }
-        let idle = pool.idle.entry(key).or_default();
+        let idle = pool.idle.entry(address.clone()).or_default();
         if idle.len() < MAX_IDLE_PER_ENDPOINT {
             idle.push(conn);
         }
     });
 }
 
-/// Sends a buffered POST of `body` to `path` (below the base URL) of `upstream`, whose
-/// parsed form is `plain`, and reads the whole answer within the endpoint's `timeout`.
+/// Sends a buffered POST of `body` to `path` of `endpoint`, whose plain target is
+/// `plain`, and reads the whole answer within the endpoint's `timeout`.
 pub(crate) async fn exchange(
-    upstream: &Upstream,
-    plain: &Plain,
-    path: &str,
-    body: Payload<'_>,
-    capability_route: bool,
+    endpoint: &Endpoint,
+    plain: &PlainTarget,
+    path: ApiPath,
+    body: &[u8],
 ) -> Exchange {
-    let json;
-    let body: &[u8] = match body {
-        Payload::Raw(bytes) => bytes,
-        Payload::Json(map) => match serde_json::to_vec(map) {
-            Ok(bytes) => {
-                json = bytes;
-                &json
-            }
-            // Not reachable for a map of values; reqwest would fail the same way.
-            Err(_) => return Exchange::Unconnected,
-        },
-    };
-    let request = request_bytes(upstream, plain, path, body);
+    let request = request_bytes(plain, path, body);
     let call = Call {
-        upstream,
+        endpoint,
         plain,
         path,
-        capability_route,
     };
-    match tokio::time::timeout(upstream.timeout(), call.run(&request)).await {
+    match tokio::time::timeout(endpoint.limits.timeout, call.run(&request)).await {
         Ok(outcome) => outcome,
-        Err(_) => Exchange::BeforeHead(AttemptError::transport(timeout_error(format!(
-            "endpoint {} did not answer in time",
-            upstream.id
-        )))),
+        Err(_) => Exchange::Failed(AttemptFailure::no_answer_in_time(
+            &endpoint.id,
+            Phase::BeforeHead,
+        )),
     }
 }
 
 /// The request head and body, ready to write in one go.
-fn request_bytes(upstream: &Upstream, plain: &Plain, path: &str, body: &[u8]) -> Vec<u8> {
+fn request_bytes(plain: &PlainTarget, path: ApiPath, body: &[u8]) -> Vec<u8> {
     use std::io::Write;
-    let mut out = Vec::with_capacity(256 + body.len());
-    let _ = write!(
-        out,
-        "POST {}{path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: */*\r\naccept-encoding: identity\r\n",
-        plain.path, plain.authority
-    );
-    if let Some(key) = &upstream.api_key {
-        let _ = write!(out, "authorization: Bearer {}\r\n", key.expose());
-    }
+    let head = plain.head(path);
+    let mut out = Vec::with_capacity(head.len() + 32 + body.len());
+    out.extend_from_slice(head);
     let _ = write!(out, "content-length: {}\r\n\r\n", body.len());
     out.extend_from_slice(body);
     out
@@ -287,16 +215,14 @@ enum TryError {
 }
 
 struct Call<'a> {
-    upstream: &'a Upstream,
-    plain: &'a Plain,
-    path: &'a str,
-    capability_route: bool,
+    endpoint: &'a Endpoint,
+    plain: &'a PlainTarget,
+    path: ApiPath,
 }
 
 impl Call<'_> {
     async fn run(&self, request: &[u8]) -> Exchange {
-        let key = self.upstream.pool_key();
-        if let Some(conn) = checkout(key) {
+        if let Some(conn) = checkout(self.plain.connect()) {
             match self.on(conn, request).await {
                 Ok(outcome) => return outcome,
                 Err(TryError::Done(outcome)) => return outcome,
@@ -304,15 +230,16 @@ impl Call<'_> {
                 Err(TryError::Stale(_)) => {}
             }
         }
-        let connect = TcpStream::connect(self.plain.connect.as_str());
-        let stream = match tokio::time::timeout(self.upstream.connect_timeout(), connect).await {
+        let connect = TcpStream::connect(self.plain.connect());
+        let stream = match tokio::time::timeout(self.endpoint.limits.connect_timeout, connect).await
+        {
             Ok(Ok(stream)) => stream,
             Ok(Err(_)) => return Exchange::Unconnected,
             Err(_) => {
-                return Exchange::BeforeHead(AttemptError::transport(timeout_error(format!(
-                    "endpoint {} did not answer in time",
-                    self.upstream.id
-                ))));
+                return Exchange::Failed(AttemptFailure::no_answer_in_time(
+                    &self.endpoint.id,
+                    Phase::BeforeHead,
+                ));
             }
         };
         let _ = stream.set_nodelay(true);
@@ -323,28 +250,31 @@ impl Call<'_> {
         };
         match self.on(conn, request).await {
             Ok(outcome) | Err(TryError::Done(outcome)) => outcome,
-            Err(TryError::Stale(err)) => {
-                Exchange::BeforeHead(AttemptError::transport(self.transport(&err)))
-            }
+            Err(TryError::Stale(err)) => Exchange::Failed(self.transport(&err)),
         }
     }
 
     /// `endpoint X unreachable: ...`, in the shape of reqwest's message for a failed send.
-    fn transport(&self, err: &io::Error) -> ApiError {
-        ApiError::upstream_transport(format!(
-            "endpoint {} unreachable: error sending request for url (http://{}{}{}): client error (SendRequest): {err}",
-            self.upstream.id, self.plain.authority, self.plain.path, self.path
-        ))
+    fn transport(&self, err: &io::Error) -> AttemptFailure {
+        AttemptFailure::transport(
+            format!(
+                "endpoint {} unreachable: error sending request for url ({}): client error (SendRequest): {err}",
+                self.endpoint.id,
+                self.plain.shown(self.path)
+            ),
+            Phase::BeforeHead,
+        )
     }
 
     /// A failure reading the body, in the shape of reqwest's message for it.
     fn body_error(&self, err: &io::Error) -> Exchange {
-        Exchange::AfterHead(AttemptError::transport(ApiError::upstream_transport(
+        Exchange::Failed(AttemptFailure::transport(
             format!(
                 "endpoint {} unreachable: error decoding response body: request or response body error: error reading a body from connection: {err}",
-                self.upstream.id
+                self.endpoint.id
             ),
-        )))
+            Phase::AfterHead,
+        ))
     }
 
     /// One try on `conn`.
@@ -368,68 +298,64 @@ impl Call<'_> {
                     ));
                 }
                 Err(HeadError::Io(err)) => {
-                    return Err(TryError::Done(Exchange::BeforeHead(
-                        AttemptError::transport(self.transport(&err)),
-                    )));
+                    return Err(TryError::Done(Exchange::Failed(self.transport(&err))));
                 }
                 Err(HeadError::Invalid(what)) => return Err(TryError::Done(self.head_error(what))),
             }
         };
         conn.buf.drain(..head.len);
+        let id = &*self.endpoint.id;
         if let Some(coding) = &head.content_encoding {
-            return Ok(Exchange::AfterHead(AttemptError {
-                error: ApiError::upstream_protocol(format!(
-                    "endpoint {} answered with content-encoding {coding}, which the gateway did not ask for",
-                    self.upstream.id
-                )),
-                retryable: false,
-            }));
+            return Ok(Exchange::Failed(AttemptFailure::protocol(
+                format!(
+                    "endpoint {id} answered with content-encoding {coding}, which the gateway did not ask for"
+                ),
+                false,
+            )));
         }
         let success = head.status.is_success();
         let cap = if success {
-            self.upstream.max_response_bytes
+            self.endpoint.limits.max_response_bytes
         } else {
             MAX_ERROR_BODY_BYTES
         };
         let read = read_body(&mut conn, head.framing, cap).await;
-        let key = self.upstream.pool_key();
+        let address = self.plain.connect_key();
         if !success {
             // Only the start of an error body is read (for the upstream's message).
             let body = match read {
                 Ok(BodyRead::Whole(body)) => {
                     if head.keep_alive && conn.buf.is_empty() {
-                        checkin(key, conn);
+                        checkin(address, conn);
                     }
                     body
                 }
                 Ok(BodyRead::Cut(body)) => body,
                 Err(_) => Vec::new(),
             };
-            return Ok(Exchange::AfterHead(AttemptError {
-                error: status_error(&self.upstream.id, head.status, &body, self.capability_route),
-                retryable: head.status.is_server_error()
-                    || head.status == StatusCode::TOO_MANY_REQUESTS,
-            }));
+            return Ok(Exchange::Failed(AttemptFailure::status(
+                id,
+                head.status,
+                &body,
+                self.path.is_capability(),
+            )));
         }
         Ok(match read {
             Ok(BodyRead::Whole(body)) => {
                 if head.keep_alive && conn.buf.is_empty() {
-                    checkin(key, conn);
+                    checkin(address, conn);
                 }
                 Exchange::Whole(body)
             }
-            Ok(BodyRead::Cut(_)) => Exchange::AfterHead(AttemptError {
-                error: too_large(self.upstream, cap),
-                retryable: false,
-            }),
+            Ok(BodyRead::Cut(_)) => Exchange::Failed(AttemptFailure::too_large(id, cap)),
             Err(err) => self.body_error(&err),
         })
     }
 
     fn head_error(&self, what: &str) -> Exchange {
-        Exchange::BeforeHead(AttemptError::transport(
+        Exchange::Failed(
             self.transport(&io::Error::new(io::ErrorKind::InvalidData, what.to_owned())),
-        ))
+        )
     }
 }
 
@@ -719,8 +645,8 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::config::EndpointConfig;
-    use crate::error::ErrorCode;
+    use crate::plan::Limits;
+    use crate::relay::transport::FailureKind;
     use crate::secret::Secret;
 
     /// What the scripted upstream does with one request.
@@ -812,12 +738,8 @@ mod tests {
         (format!("http://{addr}/v1"), seen)
     }
 
-    fn endpoint(base_url: &str) -> Upstream {
-        Upstream::new(&EndpointConfig {
-            id: "up".into(),
-            base_url: base_url.into(),
-            api_key: Some(Secret::new("up-key")),
-            dominion: None,
+    fn limits() -> Limits {
+        Limits {
             connect_timeout: Duration::from_secs(5),
             timeout: Duration::from_secs(10),
             stream_first_byte_timeout: Duration::from_secs(10),
@@ -825,21 +747,21 @@ mod tests {
             max_response_bytes: 64,
             max_stream_event_bytes: 1024,
             failover_cooldown: Duration::from_secs(1),
-        })
-        .unwrap()
+        }
     }
 
-    async fn send(upstream: &Upstream, body: &'static str) -> Exchange {
-        let plain = Plain::parse_url(&upstream.base_url).unwrap();
-        let body = Bytes::from_static(body.as_bytes());
-        exchange(
-            upstream,
-            &plain,
-            "/chat/completions",
-            Payload::Raw(&body),
-            false,
-        )
-        .await
+    fn endpoint_with(base_url: &str, limits: Limits) -> Endpoint {
+        let url = reqwest::Url::parse(base_url).unwrap();
+        Endpoint::new("up", &url, Some(Secret::new("up-key")), limits)
+    }
+
+    fn endpoint(base_url: &str) -> Endpoint {
+        endpoint_with(base_url, limits())
+    }
+
+    async fn send(endpoint: &Endpoint, body: &'static str) -> Exchange {
+        let plain = endpoint.plain().expect("a plain target");
+        exchange(endpoint, plain, ApiPath::ChatCompletions, body.as_bytes()).await
     }
 
     fn whole(exchange: Exchange) -> String {
@@ -849,61 +771,23 @@ mod tests {
         }
     }
 
-    fn after_head(exchange: Exchange) -> AttemptError {
+    fn failed(exchange: Exchange, phase: Phase) -> AttemptFailure {
         match exchange {
-            Exchange::AfterHead(failed) => failed,
-            other => panic!("not a failure after the head: {other:?}"),
+            Exchange::Failed(failed) if failed.phase == phase => failed,
+            other => panic!("not a failure {phase:?}: {other:?}"),
         }
     }
 
-    fn before_head(exchange: Exchange) -> AttemptError {
-        match exchange {
-            Exchange::BeforeHead(failed) => failed,
-            other => panic!("not a failure before the head: {other:?}"),
-        }
+    fn after_head(exchange: Exchange) -> AttemptFailure {
+        failed(exchange, Phase::AfterHead)
     }
 
-    fn message(error: &ApiError) -> String {
-        error.envelope()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+    fn before_head(exchange: Exchange) -> AttemptFailure {
+        failed(exchange, Phase::BeforeHead)
     }
 
     const OK: &str =
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n{\"a\":12}";
-
-    #[test]
-    fn plain_http_base_urls_are_parsed_once() {
-        let plain = Plain::parse_url("http://127.0.0.1:8080/v1").unwrap();
-        assert_eq!(
-            (
-                plain.connect.as_str(),
-                plain.authority.as_str(),
-                plain.path.as_str()
-            ),
-            ("127.0.0.1:8080", "127.0.0.1:8080", "/v1")
-        );
-        let plain = Plain::parse_url("http://example.com/").unwrap();
-        assert_eq!(
-            (
-                plain.connect.as_str(),
-                plain.authority.as_str(),
-                plain.path.as_str()
-            ),
-            ("example.com:80", "example.com", "")
-        );
-        let plain = Plain::parse_url("http://[::1]:9/api/v1").unwrap();
-        assert_eq!(plain.connect, "[::1]:9");
-        assert_eq!(plain.path, "/api/v1");
-        for other in [
-            "https://example.com/v1",
-            "http://u:p@example.com/v1",
-            "nonsense",
-        ] {
-            assert!(Plain::parse_url(other).is_none(), "{other}");
-        }
-    }
 
     #[test]
     fn response_heads_are_framed_as_hyper_frames_them() {
@@ -992,11 +876,11 @@ mod tests {
         let (url, seen) = upstream(vec![Act::ReplyClose(endless), Act::Reply(OK)]).await;
         let up = endpoint(&url);
         let failed = after_head(send(&up, "{}").await);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(failed.kind, FailureKind::Transport);
         assert!(
-            message(&failed.error).contains("chunked trailers too large"),
+            failed.message.contains("chunked trailers too large"),
             "{}",
-            message(&failed.error)
+            failed.message
         );
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         assert_eq!(seen.lock().unwrap().connections, 2);
@@ -1040,7 +924,7 @@ mod tests {
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         let failed = before_head(send(&up, "{}").await);
         assert!(failed.retryable, "failover may move on");
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(failed.kind, FailureKind::Transport);
         assert_eq!(seen.lock().unwrap().heads.len(), 2, "sent once");
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         assert_eq!(seen.lock().unwrap().connections, 2);
@@ -1060,10 +944,10 @@ mod tests {
         for _ in 0..2 {
             let failed = after_head(send(&up, "{}").await);
             assert!(!failed.retryable);
-            assert_eq!(failed.error.error_code(), ErrorCode::UpstreamProtocol);
+            assert_eq!(failed.kind, FailureKind::Protocol);
             assert_eq!(
-                failed.error.to_string(),
-                too_large(&up, 64).to_string(),
+                failed.message,
+                AttemptFailure::too_large("up", 64).message,
                 "the message of the reqwest path"
             );
         }
@@ -1079,21 +963,21 @@ mod tests {
         let up = endpoint(&url);
         let failed = after_head(send(&up, "{}").await);
         assert!(failed.retryable);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamStatus);
+        assert_eq!(failed.kind, FailureKind::Status);
         assert_eq!(
-            failed.error.to_string(),
-            status_error(
+            failed.message,
+            AttemptFailure::status(
                 "up",
                 StatusCode::SERVICE_UNAVAILABLE,
                 br#"{"error":{"message":"busy!"}}"#,
                 false
             )
-            .to_string()
+            .message
         );
-        assert!(failed.error.to_string().contains("busy!"));
+        assert!(failed.message.contains("busy!"));
         let failed = after_head(send(&up, "{}").await);
         assert!(!failed.retryable);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamRejected);
+        assert_eq!(failed.kind, FailureKind::Rejected);
         // Both error bodies were read whole: the connection stays in use.
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         assert_eq!(seen.lock().unwrap().connections, 1);
@@ -1115,22 +999,22 @@ mod tests {
         // Closed without an answer, on a new connection: no second try.
         let failed = before_head(send(&up, "{}").await);
         assert!(failed.retryable);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(failed.kind, FailureKind::Transport);
         assert!(
-            message(&failed.error).starts_with("endpoint up unreachable: "),
+            failed.message.starts_with("endpoint up unreachable: "),
             "{}",
-            failed.error
+            failed.message
         );
         // Cut in the middle of the body.
         let failed = after_head(send(&up, "{}").await);
         assert!(failed.retryable);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(failed.kind, FailureKind::Transport);
         // Not HTTP.
         let failed = before_head(send(&up, "{}").await);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTransport);
+        assert_eq!(failed.kind, FailureKind::Transport);
         // An encoding the request did not accept.
         let failed = after_head(send(&up, "{}").await);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamProtocol);
+        assert_eq!(failed.kind, FailureKind::Protocol);
         assert_eq!(whole(send(&up, "{}").await), r#"{"a":12}"#);
         let seen = seen.lock().unwrap();
         assert_eq!(seen.heads.len(), 5, "every request was sent exactly once");
@@ -1140,55 +1024,29 @@ mod tests {
     #[tokio::test]
     async fn the_whole_exchange_is_bounded_by_the_endpoint_timeout() {
         let (url, _seen) = upstream(vec![Act::Hang]).await;
-        let mut config = EndpointConfig {
-            id: "up".into(),
-            base_url: url,
-            api_key: None,
-            dominion: None,
-            connect_timeout: Duration::from_secs(5),
+        let short = Limits {
             timeout: Duration::from_millis(200),
-            stream_first_byte_timeout: Duration::from_secs(10),
-            stream_idle_timeout: Duration::from_secs(10),
-            max_response_bytes: 64,
-            max_stream_event_bytes: 1024,
-            failover_cooldown: Duration::from_secs(1),
+            ..limits()
         };
-        let up = Upstream::new(&config).unwrap();
+        let up = endpoint_with(&url, short);
         let failed = tokio::time::timeout(Duration::from_secs(10), send(&up, "{}"))
             .await
             .expect("the endpoint timeout did not end the exchange");
         let failed = before_head(failed);
         assert!(failed.retryable);
-        assert_eq!(failed.error.error_code(), ErrorCode::UpstreamTimeout);
-        assert_eq!(message(&failed.error), "endpoint up did not answer in time");
+        assert_eq!(failed.kind, FailureKind::Timeout);
+        assert_eq!(failed.message, "endpoint up did not answer in time");
         // Nothing listens: the attempt is left to reqwest, which reports it as before.
-        config.base_url = "http://127.0.0.1:1/v1".into();
-        let up = Upstream::new(&config).unwrap();
+        let up = endpoint_with("http://127.0.0.1:1/v1", short);
         assert!(matches!(send(&up, "{}").await, Exchange::Unconnected));
     }
 
     /// The reqwest path's message for the same failure, for comparison.
-    async fn via_reqwest(up: &Upstream) -> String {
-        via_reqwest_body(up).await.unwrap_err()
-    }
-
-    /// The reqwest path's message for a failure before (`Err`) or while reading the body
-    /// (`Ok`), as `failover::attempt_one` maps it.
-    async fn via_reqwest_body(up: &Upstream) -> Result<String, String> {
+    async fn via_reqwest(up: &Endpoint) -> String {
         let body = Bytes::from_static(b"{}");
-        let call = super::super::UpstreamCall {
-            upstream: up,
-            path: "/chat/completions",
-            body: Payload::Raw(&body),
-            streaming: false,
-            capability_route: false,
-        };
-        let response = super::super::send_attempt(call)
-            .await
-            .map_err(|failed| message(&failed.error))?;
-        match super::super::read_capped(response, up.max_response_bytes).await {
-            Ok(_) => panic!("reqwest read the whole body"),
-            Err(err) => Ok(message(&super::super::transport_error(&up.id, &err))),
+        match crate::relay::pooled::send(up, ApiPath::ChatCompletions, &body, false).await {
+            Ok(answer) => panic!("reqwest succeeded: {answer:?}"),
+            Err(failed) => failed.message,
         }
     }
 
@@ -1197,8 +1055,8 @@ mod tests {
         let cut = "HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nonly ten b".to_owned();
         let (url, _seen) = upstream(vec![Act::ReplyClose(cut.clone()), Act::ReplyClose(cut)]).await;
         let up = endpoint(&url);
-        let ours = message(&after_head(send(&up, "{}").await).error);
-        let theirs = via_reqwest_body(&up).await.unwrap();
+        let ours = after_head(send(&up, "{}").await).message;
+        let theirs = via_reqwest(&up).await;
         assert_eq!(ours, theirs);
     }
 
@@ -1206,70 +1064,8 @@ mod tests {
     async fn a_connection_closed_without_an_answer_reads_as_on_the_reqwest_path() {
         let (url, _seen) = upstream(vec![Act::Close, Act::Close]).await;
         let up = endpoint(&url);
-        let ours = message(&before_head(send(&up, "{}").await).error);
+        let ours = before_head(send(&up, "{}").await).message;
         let theirs = via_reqwest(&up).await;
         assert_eq!(ours, theirs);
-    }
-
-    #[tokio::test]
-    async fn failover_sends_buffered_plain_requests_inline_and_streams_through_reqwest() {
-        use crate::metrics::{Metrics, Trace};
-        use crate::relay::failover::{self, Answer, Attempt, Cooldowns, Observers};
-        use crate::state::Route;
-
-        let busy = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 2\r\n\r\n{}";
-        let sse = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 14\r\n\r\ndata: [DONE]\n\n";
-        let (first_url, first) = upstream(vec![Act::Reply(busy)]).await;
-        let (second_url, second) = upstream(vec![Act::Reply(OK), Act::Reply(sse)]).await;
-        let (a, b) = (endpoint(&first_url), endpoint(&second_url));
-        let routes = [
-            Route {
-                upstream: &a,
-                admission: None,
-                child: None,
-            },
-            Route {
-                upstream: &b,
-                admission: None,
-                child: None,
-            },
-        ];
-        let (metrics, cooldowns, trace) = (Metrics::new(), Cooldowns::default(), Trace::default());
-        let observers = Observers {
-            metrics: &metrics,
-            cooldowns: &cooldowns,
-            trace: &trace,
-        };
-        let body = Bytes::from_static(b"{}");
-        let mut attempt = Attempt {
-            model: "m",
-            path: "/chat/completions",
-            body: Payload::Raw(&body),
-            streaming: false,
-            capability_route: false,
-            client: None,
-        };
-        // The first endpoint's 503 moves the request to the second, both inline.
-        let answered = failover::send(&routes, attempt, observers).await.unwrap();
-        assert!(std::ptr::eq(answered.upstream, &b));
-        assert!(matches!(&answered.answer, Answer::Buffered(bytes) if bytes == br#"{"a":12}"#));
-        // A stream goes through reqwest (which asks for compressed bodies).
-        attempt.streaming = true;
-        let cooldowns = Cooldowns::default();
-        let observers = Observers {
-            cooldowns: &cooldowns,
-            ..observers
-        };
-        let answered = failover::send(&routes[1..], attempt, observers)
-            .await
-            .unwrap();
-        assert!(matches!(answered.answer, Answer::Stream(..)));
-        let inline = "accept-encoding: identity\r\n";
-        assert!(first.lock().unwrap().heads[0].contains(inline));
-        let second = second.lock().unwrap();
-        assert!(second.heads[0].contains(inline), "{}", second.heads[0]);
-        assert!(!second.heads[1].contains(inline), "{}", second.heads[1]);
-        assert!(second.heads[1].contains("gzip"), "{}", second.heads[1]);
-        assert_eq!(second.connections, 2, "reqwest has its own connections");
     }
 }

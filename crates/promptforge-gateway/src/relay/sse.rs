@@ -4,13 +4,11 @@
 //! sentinel (recognised before any parsing) or a chunk that must parse into
 //! [`ChatChunk`] with at least one choice carrying an index and a delta. A valid chunk
 //! gets the caller's model name and is re-serialised; an invalid one is logged and
-//! skipped. A transport failure mid-stream becomes one error-envelope event, then the
-//! stream ends. Dropping the relay (the client went away) drops the upstream response
-//! and with it the upstream connection.
+//! skipped. A failure mid-stream ends the relayed stream with one [`StreamError`] (which
+//! `routes/` writes as an error-envelope event). Dropping the relay (the client went away)
+//! drops the upstream response and with it the upstream connection.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -18,7 +16,7 @@ use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use super::transport::{AttemptFailure, Phase, UpstreamBytes};
 use crate::shutdown::Shutdown;
 
 /// The terminal sentinel.
@@ -195,19 +193,41 @@ pub(crate) fn relay_event(data: &str, caller_model: &str) -> Relayed {
     }
 }
 
-fn frame(data: &str) -> Bytes {
+/// One SSE event carrying `data`.
+pub(crate) fn frame(data: &str) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
 }
 
-fn error_frame(err: &ApiError) -> Bytes {
-    frame(&err.envelope().to_string())
+/// Why a relayed stream ended early: after it, the stream ends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StreamError {
+    /// The upstream failed, went silent, sent an oversized event or ended without
+    /// `[DONE]`.
+    #[error("{0}")]
+    Upstream(AttemptFailure),
+    /// The shutdown drain ended first.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
 }
 
-/// An upstream body as a stream of byte chunks.
-pub(crate) type UpstreamBytes = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+impl StreamError {
+    /// A label for the log.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Upstream(failure) => failure.kind.label(),
+            Self::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
+/// Sees each chunk a stream relays (as the JSON text sent to the client).
+pub(crate) trait ChunkTap: Send + Sync + std::fmt::Debug {
+    /// One relayed chunk.
+    fn observe(&self, chunk: &str);
+}
 
 /// The bounds and names of one relayed stream.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct StreamSettings {
     /// The endpoint's id (for messages).
     pub endpoint: String,
@@ -217,15 +237,15 @@ pub(crate) struct StreamSettings {
     pub idle_timeout: Duration,
     /// Longest SSE line or event.
     pub max_event_bytes: usize,
-    /// Counts the stream's last `usage` into the metrics.
-    pub usage: Option<crate::metrics::UsageTap>,
+    /// Sees every relayed chunk (the metrics count the stream's last `usage` this way).
+    pub tap: Option<Box<dyn ChunkTap>>,
 }
 
 struct RelayState<G> {
     upstream: UpstreamBytes,
     settings: StreamSettings,
     decoder: SseDecoder,
-    pending: VecDeque<Bytes>,
+    pending: VecDeque<Result<Bytes, StreamError>>,
     finished: bool,
     shutdown: Shutdown,
     /// Held for the stream's whole lifetime (a queue slot), released on drop.
@@ -237,11 +257,14 @@ impl<G> RelayState<G> {
         let events = match events {
             Ok(events) => events,
             Err(err) => {
-                let err = ApiError::upstream_protocol(format!(
-                    "endpoint {}: {err} (max_stream_event_bytes)",
-                    self.settings.endpoint
-                ));
-                self.fail(&err);
+                let err = AttemptFailure::protocol(
+                    format!(
+                        "endpoint {}: {err} (max_stream_event_bytes)",
+                        self.settings.endpoint
+                    ),
+                    false,
+                );
+                self.fail(StreamError::Upstream(err));
                 return;
             }
         };
@@ -251,13 +274,13 @@ impl<G> RelayState<G> {
             }
             match relay_event(&data, &self.settings.caller_model) {
                 Relayed::Chunk(json) => {
-                    if let Some(tap) = &self.settings.usage {
+                    if let Some(tap) = &self.settings.tap {
                         tap.observe(&json);
                     }
-                    self.pending.push_back(frame(&json));
+                    self.pending.push_back(Ok(frame(&json)));
                 }
                 Relayed::Done => {
-                    self.pending.push_back(frame(DONE));
+                    self.pending.push_back(Ok(frame(DONE)));
                     self.finished = true;
                 }
                 Relayed::Skipped(reason) => {
@@ -267,24 +290,24 @@ impl<G> RelayState<G> {
         }
     }
 
-    /// Ends the stream with one error event.
-    fn fail(&mut self, err: &ApiError) {
-        tracing::warn!(endpoint = %self.settings.endpoint, code = err.code(), "stream ended with an error: {err}");
-        self.pending.push_back(error_frame(err));
+    /// Ends the stream with `err`.
+    fn fail(&mut self, err: StreamError) {
+        tracing::warn!(endpoint = %self.settings.endpoint, code = err.label(), "stream ended with an error: {err}");
+        self.pending.push_back(Err(err));
         self.finished = true;
     }
 }
 
 /// What ended one wait for upstream bytes.
 enum Next {
-    Item(Option<Result<Bytes, reqwest::Error>>),
+    Item(Option<Result<Bytes, AttemptFailure>>),
     Idle,
     Shutdown,
 }
 
-/// Turns an upstream SSE body into the relayed body stream (failover reads the first
-/// chunk before committing to an endpoint, then chains it back on). `guard` lives as long as
-/// the returned stream. The stream ends with one error event when the upstream is silent
+/// Turns an upstream SSE body into the relayed events (failover reads the first chunk
+/// before committing to an endpoint, then chains it back on). `guard` lives as long as the
+/// returned stream. The stream ends with one [`StreamError`] when the upstream is silent
 /// for `idle_timeout`, sends a line or event over `max_event_bytes`, fails, ends without
 /// `[DONE]`, or when `shutdown` fires.
 pub(crate) fn relay_body<G: Send + 'static>(
@@ -292,7 +315,7 @@ pub(crate) fn relay_body<G: Send + 'static>(
     settings: StreamSettings,
     shutdown: Shutdown,
     guard: G,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+) -> impl Stream<Item = Result<Bytes, StreamError>> + Send + 'static {
     let state = RelayState {
         upstream,
         decoder: SseDecoder::new(settings.max_event_bytes),
@@ -304,8 +327,8 @@ pub(crate) fn relay_body<G: Send + 'static>(
     };
     futures::stream::unfold(state, |mut state| async move {
         loop {
-            if let Some(bytes) = state.pending.pop_front() {
-                return Some((Ok(bytes), state));
+            if let Some(item) = state.pending.pop_front() {
+                return Some((item, state));
             }
             if state.finished {
                 return None;
@@ -324,31 +347,33 @@ pub(crate) fn relay_body<G: Send + 'static>(
                     let events = state.decoder.feed(&bytes);
                     state.absorb(events);
                 }
-                Next::Item(Some(Err(err))) => {
-                    let err =
-                        crate::relay::upstream::transport_error(&state.settings.endpoint, &err);
-                    state.fail(&err);
-                }
+                Next::Item(Some(Err(err))) => state.fail(StreamError::Upstream(err)),
                 Next::Item(None) => {
                     let events = state.decoder.finish();
                     state.absorb(events);
                     if !state.finished {
-                        let err = ApiError::upstream_protocol(format!(
-                            "endpoint {} ended the stream before [DONE]",
-                            state.settings.endpoint
-                        ));
-                        state.fail(&err);
+                        let err = AttemptFailure::protocol(
+                            format!(
+                                "endpoint {} ended the stream before [DONE]",
+                                state.settings.endpoint
+                            ),
+                            false,
+                        );
+                        state.fail(StreamError::Upstream(err));
                     }
                 }
                 Next::Idle => {
-                    let err = crate::relay::timeout_error(format!(
-                        "endpoint {} sent nothing for {} mid-stream (stream_idle_timeout)",
-                        state.settings.endpoint,
-                        humantime::format_duration(idle)
-                    ));
-                    state.fail(&err);
+                    let err = AttemptFailure::timeout(
+                        format!(
+                            "endpoint {} sent nothing for {} mid-stream (stream_idle_timeout)",
+                            state.settings.endpoint,
+                            humantime::format_duration(idle)
+                        ),
+                        Phase::AfterHead,
+                    );
+                    state.fail(StreamError::Upstream(err));
                 }
-                Next::Shutdown => state.fail(&crate::shutdown::shutting_down()),
+                Next::Shutdown => state.fail(StreamError::ShuttingDown),
             }
         }
     })

@@ -1,17 +1,19 @@
 //! `GET /v1/models`.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use promptforge_wire::{ModelEntry, ModelList};
 
+use super::Ctx;
 use crate::config::ModelConfig;
-use crate::state::AppState;
 
 /// The catalog of the loaded set.
-pub(super) async fn list_models(State(state): State<AppState>) -> Json<ModelList> {
-    let runtime = state.runtime();
+pub(super) async fn list_models(State(ctx): State<Arc<Ctx>>) -> Json<ModelList> {
+    let plan = ctx.plans.load();
     Json(ModelList::new(
-        runtime.config.models.iter().map(entry).collect(),
+        plan.models().iter().map(|m| entry(&m.config)).collect(),
     ))
 }
 

@@ -1,22 +1,24 @@
 //! `POST /v1/embeddings` and `POST /v1/rerank`.
 
+use std::sync::Arc;
+
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use serde_json::{Map, Value};
 
-use super::{RawBody, client_header, lookup, parse_body, send_failover};
-use crate::config::{ModelBackend, ModelKind};
-use crate::error::ApiError;
+use super::error::ApiError;
+use super::{Ctx, RawBody, client_header, json_object, lookup, parse_body};
+use crate::config::ModelKind;
 use crate::metrics::Trace;
-use crate::relay::failover::{self, Answer};
-use crate::relay::{Payload, parse_json_object};
-use crate::state::AppState;
+use crate::plan::ApiPath;
+use crate::relay::failover::{Attempt, Reply};
 
 /// Embeddings: `input` is a string or an array of strings; `encoding_format` is float or
 /// base64; everything else passes through.
 pub(super) async fn embeddings(
-    State(state): State<AppState>,
+    State(ctx): State<Arc<Ctx>>,
     Extension(trace): Extension<Trace>,
     headers: HeaderMap,
     body: RawBody,
@@ -42,12 +44,12 @@ pub(super) async fn embeddings(
         }
     }
     forward(
-        &state,
+        &ctx,
         &trace,
         &headers,
         request,
         ModelKind::Embedding,
-        "/embeddings",
+        ApiPath::Embeddings,
         "data",
     )
     .await
@@ -55,7 +57,7 @@ pub(super) async fn embeddings(
 
 /// Rerank: a non-empty `query`, a non-empty `documents` array, optional `top_n` >= 1.
 pub(super) async fn rerank(
-    State(state): State<AppState>,
+    State(ctx): State<Arc<Ctx>>,
     Extension(trace): Extension<Trace>,
     headers: HeaderMap,
     body: RawBody,
@@ -89,12 +91,12 @@ pub(super) async fn rerank(
         }
     }
     forward(
-        &state,
+        &ctx,
         &trace,
         &headers,
         request,
         ModelKind::Classifier,
-        "/rerank",
+        ApiPath::Rerank,
         "results",
     )
     .await
@@ -102,12 +104,12 @@ pub(super) async fn rerank(
 
 /// Shared routing: lookup, kind check, rewrite, send, restore the caller's name.
 async fn forward(
-    state: &AppState,
+    ctx: &Ctx,
     trace: &Trace,
     headers: &HeaderMap,
     mut request: Map<String, Value>,
     kind: ModelKind,
-    path: &str,
+    path: ApiPath,
     payload: &str,
 ) -> Result<Json<Value>, ApiError> {
     let caller_model = request
@@ -115,38 +117,32 @@ async fn forward(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let runtime = state.runtime();
-    let model = lookup(&runtime, &caller_model, kind)?;
-    let upstream_model = match &model.backend {
-        ModelBackend::Remote { upstream, .. } => upstream.as_str(),
-        ModelBackend::Local(_) => model.name.as_str(),
-    };
-    request.insert("model".into(), Value::String(upstream_model.to_owned()));
-    let attempt = failover::Attempt {
+    let plan = ctx.plans.load();
+    let model = lookup(&plan, &caller_model, kind)?;
+    request.insert("model".into(), Value::String(model.upstream_model.clone()));
+    let body = Bytes::from(Value::Object(request).to_string());
+    let attempt = Attempt {
         model: &model.name,
         path,
-        body: Payload::Json(&request),
+        body: &body,
         streaming: false,
-        capability_route: true,
         client: client_header(headers),
     };
-    let answered = send_failover(state, &runtime, model, trace, attempt).await?;
-    let upstream = answered.upstream;
-    let Answer::Buffered(bytes) = answered.answer else {
+    let answered = ctx.send(model, trace, attempt).await?;
+    let endpoint = &answered.endpoint.id;
+    let Reply::Whole(bytes) = answered.reply else {
         return Err(ApiError::upstream_protocol(format!(
-            "endpoint {} answered a stream to a buffered request",
-            upstream.id
+            "endpoint {endpoint} answered a stream to a buffered request"
         )));
     };
-    let mut reply = parse_json_object(upstream, &bytes)?;
+    let mut reply = json_object(endpoint, &bytes)?;
     if !reply.get(payload).is_some_and(Value::is_array) {
         return Err(ApiError::upstream_protocol(format!(
-            "endpoint {} answered without a {payload} array",
-            upstream.id
+            "endpoint {endpoint} answered without a {payload} array"
         )));
     }
     if let Some(usage) = reply.get("usage") {
-        state.metrics().usage(&model.name, usage);
+        ctx.metrics.usage(&model.name, usage);
     }
     reply.insert("model".into(), Value::String(caller_model));
     Ok(Json(Value::Object(reply)))

@@ -2,10 +2,25 @@
 
 use serde::Deserialize;
 
+use super::SearchError;
 use super::pipeline::RawHit;
 use super::request::Search;
 use crate::config::WebSearchConfig;
-use crate::error::{ApiError, ErrorCode};
+use crate::relay::pooled::{Capped, failure, read_capped};
+use crate::relay::transport::{AttemptFailure, FailureKind, Phase};
+
+/// The endpoint name the provider's failures carry.
+const PROVIDER: &str = "web_search";
+
+/// A provider failure of `kind` with `message`.
+fn provider(kind: FailureKind, message: String) -> SearchError {
+    SearchError::Provider(AttemptFailure {
+        kind,
+        message,
+        retryable: false,
+        phase: Phase::AfterHead,
+    })
+}
 
 /// Largest search-provider body read (Brave answers are tens of KiB).
 pub(crate) const MAX_SEARCH_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -42,7 +57,7 @@ pub(crate) async fn search(
     client: &reqwest::Client,
     config: &WebSearchConfig,
     search: &Search,
-) -> Result<Vec<RawHit>, ApiError> {
+) -> Result<Vec<RawHit>, SearchError> {
     let mut params: Vec<(&str, String)> = vec![
         ("q", search.query.clone()),
         ("count", config.max_count.to_string()),
@@ -60,42 +75,51 @@ pub(crate) async fn search(
         params.push(("search_lang", l.clone()));
     }
     let url = reqwest::Url::parse_with_params(&format!("{}/web/search", config.base_url), &params)
-        .map_err(|err| ApiError::upstream_transport(format!("bad search provider URL: {err}")))?;
+        .map_err(|err| {
+            provider(
+                FailureKind::Transport,
+                format!("bad search provider URL: {err}"),
+            )
+        })?;
     let response = client
         .get(url)
         .header("Accept", "application/json")
         .header("X-Subscription-Token", config.api_key.expose())
         .send()
         .await
-        .map_err(|err| crate::relay::transport_error("web_search", &err))?;
+        .map_err(|err| SearchError::Provider(failure(PROVIDER, &err, Phase::BeforeHead)))?;
     let status = response.status();
     if !status.is_success() {
         return Err(match status.as_u16() {
-            429 => ApiError::new(
-                ErrorCode::UpstreamRateLimited,
-                "the search provider is rate limiting; retry later",
+            429 => provider(
+                FailureKind::RateLimited,
+                "the search provider is rate limiting; retry later".to_owned(),
             ),
-            _ => ApiError::new(
-                ErrorCode::UpstreamStatus,
+            _ => provider(
+                FailureKind::Status,
                 format!("the search provider answered {status}"),
             ),
         });
     }
-    let bytes = match crate::relay::read_capped(response, MAX_SEARCH_BODY_BYTES)
+    let bytes = match read_capped(response, MAX_SEARCH_BODY_BYTES)
         .await
-        .map_err(|err| crate::relay::transport_error("web_search", &err))?
+        .map_err(|err| SearchError::Provider(failure(PROVIDER, &err, Phase::AfterHead)))?
     {
-        crate::relay::Capped::Whole(bytes) => bytes,
-        crate::relay::Capped::Cut(_) => {
-            return Err(ApiError::upstream_protocol(format!(
-                "the search provider answered a body larger than {MAX_SEARCH_BODY_BYTES} bytes"
-            )));
+        Capped::Whole(bytes) => bytes,
+        Capped::Cut(_) => {
+            return Err(provider(
+                FailureKind::Protocol,
+                format!(
+                    "the search provider answered a body larger than {MAX_SEARCH_BODY_BYTES} bytes"
+                ),
+            ));
         }
     };
     let parsed: BraveResponse = serde_json::from_slice(&bytes).map_err(|err| {
-        ApiError::upstream_protocol(format!(
-            "the search provider answered an undecodable body: {err}"
-        ))
+        provider(
+            FailureKind::Protocol,
+            format!("the search provider answered an undecodable body: {err}"),
+        )
     })?;
     Ok(parsed
         .web

@@ -5,3 +5,17 @@
 pub(crate) mod brave;
 pub(crate) mod pipeline;
 pub(crate) mod request;
+
+use crate::relay::AttemptFailure;
+
+/// Why a search failed (`routes/` answers it with an error envelope).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SearchError {
+    /// The request is invalid (the message names the field).
+    #[error("{0}")]
+    Invalid(String),
+    /// The provider failed, like an upstream attempt (transport, status, rate limit,
+    /// undecodable body).
+    #[error("{0}")]
+    Provider(AttemptFailure),
+}

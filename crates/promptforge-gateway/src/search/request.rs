@@ -3,8 +3,8 @@
 use promptforge_wire::{Freshness, SafeSearch, UnknownValue};
 pub(crate) use promptforge_wire::{MAX_COUNT, MAX_DOMAINS, WebSearchRequest as SearchRequest};
 
+use super::SearchError;
 use crate::config::WebSearchConfig;
-use crate::error::ApiError;
 
 /// A validated search, defaults applied.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +27,8 @@ pub(crate) struct Search {
     pub language: Option<String>,
 }
 
-fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::invalid_request(message)
+fn bad(message: impl Into<String>) -> SearchError {
+    SearchError::Invalid(message.into())
 }
 
 /// Whether `domain` is a bare hostname: labels of `a-z 0-9 -`, no scheme, path or port.
@@ -44,7 +44,7 @@ pub(crate) fn is_bare_hostname(domain: &str) -> bool {
         })
 }
 
-fn domains(field: &str, list: &[String]) -> Result<Vec<String>, ApiError> {
+fn domains(field: &str, list: &[String]) -> Result<Vec<String>, SearchError> {
     if list.len() > MAX_DOMAINS {
         return Err(bad(format!(
             "{field} accepts at most {MAX_DOMAINS} domains"
@@ -68,7 +68,7 @@ fn domains(field: &str, list: &[String]) -> Result<Vec<String>, ApiError> {
 pub(crate) fn validate(
     request: SearchRequest,
     config: &WebSearchConfig,
-) -> Result<Search, ApiError> {
+) -> Result<Search, SearchError> {
     let query = request.query.trim().to_owned();
     if query.is_empty() {
         return Err(bad("query must be a non-empty string"));

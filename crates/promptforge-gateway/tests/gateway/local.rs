@@ -176,6 +176,19 @@ fn signal(pid: u32, sig: &str) {
     assert!(status.success());
 }
 
+/// Switches to `name` expecting a local model to fail: the error message.
+async fn failed_switch(gw: &Gateway, name: &str) -> String {
+    let (code, reply) = gw
+        .post("/admin/switch-profile", &json!({"name": name}))
+        .await;
+    assert_eq!(
+        (code, reply["error"]["code"].clone()),
+        (503, json!("local_start_failed")),
+        "{reply}"
+    );
+    reply["error"]["message"].as_str().unwrap().to_owned()
+}
+
 async fn ask(gw: &Gateway, model: &str) -> (u16, Value) {
     let req = json!({
         "model": model,
@@ -547,14 +560,14 @@ async fn a_sigkilled_child_is_respawned_and_the_request_succeeds() {
     assert_eq!(status["local_models"][0]["respawns"], 1, "{status}");
     assert_eq!(status["local_models"][0]["pid"], after[0], "{status}");
     // The metrics saw the respawn, and the child is up again.
-    let (samples, _) = crate::metrics::scrape(&gw).await;
+    let (samples, _) = scrape_url(&gw.client, &gw.url).await;
     let smol = [("model", "smol")];
     assert_eq!(
-        crate::metrics::total(&samples, "promptforge_gateway_local_respawns_total", &smol),
+        total(&samples, "promptforge_gateway_local_respawns_total", &smol),
         1.0
     );
     assert_eq!(
-        crate::metrics::total(&samples, "promptforge_gateway_local_children_up", &smol),
+        total(&samples, "promptforge_gateway_local_children_up", &smol),
         1.0
     );
     gw.kill().await;
@@ -625,16 +638,8 @@ async fn a_profile_switch_stops_old_children_and_rolls_back_a_failed_start() {
     let second = servers(gw.pid(), Some("smol"));
     assert_eq!(second.len(), 1);
 
-    // A new child that cannot start: the old set is restarted and keeps serving.
-    let (code, reply) = gw
-        .post("/admin/switch-profile", &json!({"name": "broken"}))
-        .await;
-    assert_eq!(
-        (code, reply["error"]["code"].clone()),
-        (503, json!("local_start_failed")),
-        "{reply}"
-    );
-    let message = reply["error"]["message"].as_str().unwrap();
+    // A new child that cannot start: the old set keeps serving.
+    let message = failed_switch(&gw, "broken").await;
     assert!(
         message.contains("local model bad") && message.contains("last stderr lines"),
         "{message}"
@@ -1093,4 +1098,193 @@ async fn smol_dir(
         &chat_model("smol", model.to_str().unwrap(), SMOL_SHA256),
     );
     (upstream, cache_dir, dir)
+}
+
+// ---- the profile switch is transactional: a stand-in llama-server, no model needed ----
+
+/// A stand-in `llama-server` (Python, standard library only): it reads `--port`,
+/// `--api-key-file` and `--alias` as the gateway passes them, answers `/health`, `/props`
+/// (a template with native tool syntax) and `/v1/chat/completions` (behind the bearer; a
+/// last message `wait:PATH` is answered once PATH exists), and, when its alias starts
+/// with `broken`, prints one stderr line and exits 1 before listening, as a model that
+/// cannot load does.
+const STAND_IN: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+args = sys.argv[1:]
+def arg(name):
+    return args[args.index(name) + 1] if name in args else None
+
+alias = arg("--alias") or ""
+if alias.startswith("broken"):
+    print(f"stand-in llama-server: model {alias} cannot be loaded", file=sys.stderr, flush=True)
+    sys.exit(1)
+port = int(arg("--port"))
+with open(arg("--api-key-file")) as f:
+    key = f.read().strip()
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def authorized(self):
+        if self.headers.get("authorization") == f"Bearer {key}":
+            return True
+        self.reply(401, {"error": {"message": "unauthorized"}})
+        return False
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.reply(200, {"status": "ok"})
+        elif self.authorized():
+            self.reply(200, {"chat_template": "{% for tool in tools %}{{ tool }}{% endfor %}"})
+
+    def do_POST(self):
+        if not self.authorized():
+            return
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        said = str(body.get("messages", [{}])[-1].get("content", ""))
+        if said.startswith("wait:"):
+            deadline = time.time() + 30
+            while not os.path.exists(said[5:]) and time.time() < deadline:
+                time.sleep(0.02)
+        self.reply(200, {
+            "id": "stand-in", "object": "chat.completion", "model": body.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": f"{alias} on {port}"}, "finish_reason": "stop"}],
+        })
+
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"#;
+
+/// Writes the stand-in as an executable file in `dir`.
+fn stand_in(dir: &ConfigDir) -> std::path::PathBuf {
+    let path = dir.write("stand-in-llama-server", STAND_IN);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    path
+}
+
+fn stand_in_model(name: &str, source: &Path, dominion: &str) -> String {
+    format!(
+        "\n[[local_model]]\nname = \"{name}\"\ndescription = \"a stand-in\"\nsource = \"{}\"\ncontext = 512\nthreads = 1\ndominion = \"{dominion}\"\nvram_gb = 1\n",
+        source.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_switch_whose_new_child_fails_leaves_the_old_profile_exactly_as_it_was() {
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = ConfigDir::new();
+    let binary = stand_in(&dir);
+    let gguf = dir.write("model.gguf", "not read by the stand-in\n");
+    // Profile `main`: model `one` in dominion `gpu` (2 slots). Profile `next`: the same
+    // dominion with 5 slots, then `two` (starts) and `broken-three` (exits at start):
+    // the switch fails half-way through starting the new children.
+    dir.write(
+        "gateway.toml",
+        &format!(
+            "{}\n[local]\n{}\n[[dominion]]\nid = \"gpu\"\nkind = \"local\"\nmax_concurrency = 2\nvram_gb = 8\n{}",
+            standard_boot(&upstream.url),
+            local_section(Some(&binary), cache_dir.path()),
+            stand_in_model("one", &gguf, "gpu"),
+        ),
+    );
+    dir.write(
+        "profiles/main.toml",
+        "include = [\"../gateway.toml\"]\nmodels = [\"one\", \"fast-draft\"]\n",
+    );
+    dir.write(
+        "profiles/next.toml",
+        &format!(
+            "include = [\"../gateway.toml\"]\nmodels = [\"two\", \"broken-three\"]\n[[dominion]]\nid = \"gpu\"\nkind = \"local\"\nmax_concurrency = 5\nvram_gb = 8\n{}{}",
+            stand_in_model("two", &gguf, "gpu"),
+            stand_in_model("broken-three", &gguf, "gpu"),
+        ),
+    );
+    let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
+    let (status, body) = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "one", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let answer = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, before) = gw.get("/admin/status").await;
+    assert_eq!(before["dominions"][0]["max_concurrency"], 2, "{before}");
+    let children = servers(gw.pid(), Some("one"));
+    assert_eq!(children.len(), 1);
+
+    let message = failed_switch(&gw, "next").await;
+    assert!(
+        message.contains("local model broken-three") && message.contains("cannot be loaded"),
+        "{message}"
+    );
+
+    // Exactly as it was: the same status (profile, models, the dominion's limits and
+    // queue, the child's port, pid, liveness and respawns), the same child process, and
+    // the same answer from it.
+    let (_, after) = gw.get("/admin/status").await;
+    assert_eq!(after, before);
+    assert_eq!(servers(gw.pid(), Some("one")), children);
+    let (status, body) = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "one", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], answer);
+    // The child the failed switch had started is gone.
+    assert!(servers(gw.pid(), Some("two")).is_empty());
+
+    // The dominion still admits 2 at once (the failed profile's 5 never applied): with
+    // two requests holding the slots, a third one waits in the queue.
+    let gw = Arc::new(gw);
+    let gate = dir.path().join("gate");
+    let ask_one = |text: String| {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            gw.post(
+                "/v1/chat/completions",
+                &json!({"model": "one", "messages": [{"role": "user", "content": text}]}),
+            )
+            .await
+            .0
+        })
+    };
+    let holding = [
+        ask_one(format!("wait:{}", gate.display())),
+        ask_one(format!("wait:{}", gate.display())),
+    ];
+    let pool =
+        |gw: Arc<Gateway>| async move { gw.get("/admin/status").await.1["dominions"][0].clone() };
+    assert!(eventually_async(|| async { pool(gw.clone()).await["in_flight"] == 2 }).await);
+    let third = ask_one("hi".into());
+    assert!(
+        eventually_async(|| async { pool(gw.clone()).await["waiting"] == 1 }).await,
+        "the third request was not queued behind the two held slots"
+    );
+    assert!(!third.is_finished());
+    std::fs::write(&gate, "open").unwrap();
+    for request in holding.into_iter().chain([third]) {
+        assert_eq!(request.await.unwrap(), 200);
+    }
 }

@@ -1,21 +1,16 @@
-//! Integration tests: the real `promptforge-gateway` binary on 127.0.0.1:0 against a
-//! scripted upstream.
+//! Process tests: the real `promptforge-gateway` binary on 127.0.0.1:0 against a scripted
+//! upstream, for what needs a process (the command line, signals, logs, local children,
+//! the shipped configuration, the official openai SDK as a client). Everything else runs
+//! in process (`src/tests/`).
 
 #![allow(missing_docs, unreachable_pub, dead_code)]
 // Test helpers outside `#[test]` functions panic on purpose: a failed setup is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod admin;
-mod boot;
-mod dominions;
-mod failover;
-mod hardening;
+mod cli;
 mod harness;
 mod local;
 mod logs;
-mod metrics;
 mod openai_sdk;
-mod routes;
 mod shipped;
-mod streaming;
-mod web_search;
+mod signals;

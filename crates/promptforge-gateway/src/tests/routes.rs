@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use super::harness::*;
 
 fn user(content: &str) -> Value {
     json!([{"role": "user", "content": content}])
@@ -14,7 +14,7 @@ fn assert_envelope(body: &Value, kind: &str, code: &str) {
     assert!(body["error"]["message"].is_string(), "{body}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn health_is_open_and_everything_else_needs_the_bearer() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -68,7 +68,7 @@ async fn health_is_open_and_everything_else_needs_the_bearer() {
     assert_eq!(gw.get("/v1/models").await.0, 200);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn chat_rewrites_the_model_and_passes_everything_else_through() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -100,7 +100,7 @@ async fn chat_rewrites_the_model_and_passes_everything_else_through() {
     assert_eq!(sent.body, expected);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn default_max_tokens_fills_only_a_missing_limit() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -130,7 +130,7 @@ async fn default_max_tokens_fills_only_a_missing_limit() {
     assert!(upstream.last().body.get("max_tokens").is_none());
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn chat_validation() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -186,7 +186,7 @@ async fn chat_validation() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn unknown_models_and_wrong_kinds() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -234,7 +234,7 @@ async fn unknown_models_and_wrong_kinds() {
     assert!(upstream.recorded().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn models_lists_the_catalog_with_optional_knobs_only_when_set() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -281,7 +281,7 @@ async fn models_lists_the_catalog_with_optional_knobs_only_when_set() {
     assert_eq!(data[4]["kind"], "classifier");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn embeddings_route() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -317,7 +317,7 @@ async fn embeddings_route() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn rerank_route() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -346,7 +346,7 @@ async fn rerank_route() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn upstream_without_the_capability_is_model_unavailable() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -373,7 +373,7 @@ async fn upstream_without_the_capability_is_model_unavailable() {
     assert_envelope(&body, "invalid_request_error", "model_unavailable");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn upstream_failures_map_to_envelopes() {
     let upstream = Upstream::start().await;
     upstream.script("up-chat", Reply::Raw(200, "<html>not json</html>".into()));
@@ -447,7 +447,7 @@ async fn upstream_failures_map_to_envelopes() {
     assert!(!gw.logs().contains(UPSTREAM_KEY));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn upstream_timeout_applies_to_buffered_requests() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -478,7 +478,7 @@ fn weather_tools() -> Value {
     json!([{"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn gemma_tool_code_emulation() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -555,7 +555,11 @@ async fn gemma_tool_code_emulation() {
             .contains("trailing prose")
     );
     assert!(message.get("tool_calls").is_none());
-    assert!(eventually(|| gw.logs().contains("WARN") && gw.logs().contains("malformed tool_code reply")).await, "{}", gw.logs());
+    let logs = gw.logs();
+    assert!(
+        logs.contains("WARN") && logs.contains("malformed tool_code reply"),
+        "{logs}"
+    );
 
     // Plain prose is untouched.
     upstream.script(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use super::harness::*;
 
 /// The standard boot with endpoint `up` bound to dominion `pool`.
 async fn gateway_with(upstream: &Upstream, dominion: &str) -> (Gateway, ConfigDir) {
@@ -68,7 +68,7 @@ async fn send(gw: &Gateway, client: Option<&str>, body: &Value) -> u16 {
     status
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn queue_fills_then_503() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -106,7 +106,7 @@ async fn queue_fills_then_503() {
     assert_eq!(upstream.recorded().len(), 5);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn reject_policy_is_429_at_once() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -129,7 +129,7 @@ async fn reject_policy_is_429_at_once() {
     assert_eq!(gw.post("/v1/chat/completions", &chat("third")).await.0, 200);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn slots_are_freed_on_error_and_on_disconnect() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -173,10 +173,10 @@ async fn slots_are_freed_on_error_and_on_disconnect() {
     wait_for(&gw, 1, 0).await;
     drop(stream);
     wait_for(&gw, 0, 0).await;
-    assert!(eventually(|| upstream.streams_dropped() == 1).await);
+    assert!(upstream.until(|u| u.streams_dropped() == 1).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_busy_client_does_not_starve_another() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -242,7 +242,7 @@ async fn burst(gw: &Arc<Gateway>, n: usize) -> HashMap<u16, usize> {
     counts
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_burst_of_1000_never_loses_or_hangs_a_request() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -260,7 +260,7 @@ async fn a_burst_of_1000_never_loses_or_hangs_a_request() {
     assert_eq!(upstream.recorded().len(), counts[&200]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_burst_under_the_reject_policy_is_200_or_429() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -276,7 +276,7 @@ async fn a_burst_under_the_reject_policy_is_200_or_429() {
     wait_for(&gw, 0, 0).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn endpoints_without_a_dominion_are_unlimited_and_switches_keep_counts() {
     let upstream = Upstream::start().await;
     upstream.script(

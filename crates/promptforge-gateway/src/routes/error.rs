@@ -1,15 +1,26 @@
 //! The gateway's one error map: every [`ErrorCode`] with its HTTP status and OpenAI
-//! `error.type`, and [`ApiError`], the enveloped error every route returns.
+//! `error.type`, [`ApiError`] (the enveloped error every answer carries), and the map from
+//! each domain error to it.
 //!
-//! Domain modules (admission, the live state, the local runtime, configuration) return
-//! their own errors; `routes/` turns them into an [`ApiError`], whose status and type come
-//! from its code alone.
+//! Domain modules return their own typed errors (the relay's [`AttemptFailure`],
+//! [`RelayError`] and [`StreamError`], [`AdmissionError`], the configuration's
+//! [`ConfigError`] for a profile switch, the search's [`SearchError`], the dialect's
+//! [`DialectError`], the connection layer's [`Refusal`]); the `From` impls below are the
+//! only place they become a status and an envelope, each an exhaustive `match`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use promptforge_wire::ErrorEnvelope;
 pub(crate) use promptforge_wire::ErrorType;
 use serde_json::Value;
+
+use crate::admission::AdmissionError;
+use crate::config::{ConfigError, ConfigErrorKind};
+use crate::dialect::gemma::DialectError;
+use crate::relay::failover::RelayError;
+use crate::relay::sse::StreamError;
+use crate::relay::{AttemptFailure, FailureKind};
+use crate::search::SearchError;
 
 /// Every stable `error.code` the gateway answers with (the README's error table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,8 +65,6 @@ pub(crate) enum ErrorCode {
     UpstreamStatus,
     /// 503: every slot busy and the queue full.
     QueueFull,
-    /// 503: a local model has no running child.
-    LocalRuntimeUnavailable,
     /// 503: a local model of a new profile could not be started.
     LocalStartFailed,
     /// 503: `max_connections` client connections are open.
@@ -90,7 +99,6 @@ impl ErrorCode {
         Self::UpstreamProtocol,
         Self::UpstreamStatus,
         Self::QueueFull,
-        Self::LocalRuntimeUnavailable,
         Self::LocalStartFailed,
         Self::TooManyConnections,
         Self::ShuttingDown,
@@ -120,7 +128,6 @@ impl ErrorCode {
             Self::UpstreamProtocol => "upstream_protocol",
             Self::UpstreamStatus => "upstream_status",
             Self::QueueFull => "queue_full",
-            Self::LocalRuntimeUnavailable => "local_runtime_unavailable",
             Self::LocalStartFailed => "local_start_failed",
             Self::TooManyConnections => "too_many_connections",
             Self::ShuttingDown => "shutting_down",
@@ -148,7 +155,6 @@ impl ErrorCode {
                 StatusCode::BAD_GATEWAY
             }
             Self::QueueFull
-            | Self::LocalRuntimeUnavailable
             | Self::LocalStartFailed
             | Self::TooManyConnections
             | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -181,9 +187,7 @@ impl ErrorCode {
             | Self::UpstreamProtocol
             | Self::UpstreamStatus
             | Self::UpstreamTimeout => ErrorType::Upstream,
-            Self::LocalRuntimeUnavailable | Self::LocalStartFailed | Self::ShuttingDown => {
-                ErrorType::Server
-            }
+            Self::LocalStartFailed | Self::ShuttingDown => ErrorType::Server,
         }
     }
 }
@@ -221,11 +225,6 @@ impl ApiError {
         Self::new(ErrorCode::ModelNotFound, format!("unknown model {name}"))
     }
 
-    /// 502 `upstream_transport`: the backend could not be reached.
-    pub(crate) fn upstream_transport(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::UpstreamTransport, message)
-    }
-
     /// 502 `upstream_protocol`: the backend answered something undecodable.
     pub(crate) fn upstream_protocol(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::UpstreamProtocol, message)
@@ -241,9 +240,10 @@ impl ApiError {
         self.code.as_str()
     }
 
-    /// The code as the enum.
-    pub(crate) fn error_code(&self) -> ErrorCode {
-        self.code
+    /// The message.
+    #[cfg(test)]
+    pub(crate) fn message(&self) -> &str {
+        &self.message
     }
 
     /// The envelope body.
@@ -272,6 +272,135 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// 503 `shutting_down`: the gateway stopped before the request completed.
+pub(crate) fn shutting_down() -> ApiError {
+    ApiError::new(
+        ErrorCode::ShuttingDown,
+        "the gateway is shutting down; the request was not completed (retry against a running gateway)",
+    )
+}
+
+impl From<FailureKind> for ErrorCode {
+    fn from(kind: FailureKind) -> Self {
+        match kind {
+            FailureKind::Transport => Self::UpstreamTransport,
+            FailureKind::Timeout => Self::UpstreamTimeout,
+            FailureKind::Protocol => Self::UpstreamProtocol,
+            FailureKind::Rejected => Self::UpstreamRejected,
+            FailureKind::RateLimited => Self::UpstreamRateLimited,
+            FailureKind::Status => Self::UpstreamStatus,
+            FailureKind::Unavailable => Self::ModelUnavailable,
+        }
+    }
+}
+
+impl From<AttemptFailure> for ApiError {
+    fn from(failure: AttemptFailure) -> Self {
+        Self::new(failure.kind.into(), failure.message)
+    }
+}
+
+impl From<AdmissionError> for ApiError {
+    fn from(error: AdmissionError) -> Self {
+        let code = match &error {
+            AdmissionError::Rejected { .. } => ErrorCode::QueueRejected,
+            AdmissionError::Full { .. } | AdmissionError::Closed => ErrorCode::QueueFull,
+        };
+        Self::new(code, error.to_string())
+    }
+}
+
+impl From<RelayError> for ApiError {
+    fn from(error: RelayError) -> Self {
+        match error {
+            RelayError::Upstream(failure) => failure.into(),
+            RelayError::Admission(error) => error.into(),
+        }
+    }
+}
+
+impl From<StreamError> for ApiError {
+    fn from(error: StreamError) -> Self {
+        match error {
+            StreamError::Upstream(failure) => failure.into(),
+            StreamError::ShuttingDown => shutting_down(),
+        }
+    }
+}
+
+impl From<SearchError> for ApiError {
+    fn from(error: SearchError) -> Self {
+        match error {
+            SearchError::Invalid(message) => Self::invalid_request(message),
+            SearchError::Provider(failure) => failure.into(),
+        }
+    }
+}
+
+impl From<DialectError> for ApiError {
+    fn from(error: DialectError) -> Self {
+        Self::invalid_request(error.to_string())
+    }
+}
+
+/// A failed profile switch: the name, the profile, its configuration or its local models.
+pub(crate) fn switch_failed(error: &ConfigError) -> ApiError {
+    let code = match error.kind() {
+        ConfigErrorKind::ProfileName => ErrorCode::InvalidProfileName,
+        ConfigErrorKind::Profile => ErrorCode::ProfileNotFound,
+        ConfigErrorKind::Local => ErrorCode::LocalStartFailed,
+        ConfigErrorKind::Io
+        | ConfigErrorKind::Parse
+        | ConfigErrorKind::Interpolation
+        | ConfigErrorKind::Include
+        | ConfigErrorKind::Validation
+        | ConfigErrorKind::ServerMismatch => ErrorCode::ProfileInvalid,
+    };
+    ApiError::new(code, error.to_string())
+}
+
+/// What the connection layer answers by itself, before a request reaches a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// hyper could not parse the request line or a header.
+    Malformed,
+    /// The request URI is too long.
+    UriTooLong,
+    /// The request head is over `max_header_bytes` (or has more than 100 headers).
+    HeadersTooLarge {
+        /// `max_header_bytes`.
+        max: usize,
+    },
+    /// `max_connections` connections are open.
+    TooManyConnections {
+        /// `max_connections`.
+        max: u32,
+    },
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Malformed => Self::invalid_request(
+                "malformed HTTP request: the request line or a header could not be parsed",
+            ),
+            Refusal::UriTooLong => Self::new(ErrorCode::UriTooLong, "the request URI is too long"),
+            Refusal::HeadersTooLarge { max } => Self::new(
+                ErrorCode::HeadersTooLarge,
+                format!(
+                    "the request head is larger than {max} bytes (max_header_bytes) or has more than 100 headers"
+                ),
+            ),
+            Refusal::TooManyConnections { max } => Self::new(
+                ErrorCode::TooManyConnections,
+                format!(
+                    "the gateway already has {max} open connections (max_connections); retry later"
+                ),
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -293,6 +422,30 @@ mod tests {
                 }
             };
             assert!(expected, "{code:?} is {status} {:?}", code.error_type());
+        }
+    }
+
+    #[test]
+    fn every_failure_kind_is_counted_under_the_code_it_is_answered_with() {
+        for kind in FailureKind::ALL {
+            let code = ErrorCode::from(kind);
+            assert_eq!(kind.label(), code.as_str(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_switch_maps_each_configuration_error_kind() {
+        let file = std::path::Path::new("profiles/x.toml");
+        for (kind, code) in [
+            (ConfigErrorKind::ProfileName, "invalid_profile_name"),
+            (ConfigErrorKind::Profile, "profile_not_found"),
+            (ConfigErrorKind::Local, "local_start_failed"),
+            (ConfigErrorKind::Include, "profile_invalid"),
+            (ConfigErrorKind::Io, "profile_invalid"),
+        ] {
+            let error = switch_failed(&ConfigError::new(kind, file, None, "m"));
+            assert_eq!(error.code(), code, "{kind:?}");
+            assert_eq!(error.message(), "profiles/x.toml: m");
         }
     }
 

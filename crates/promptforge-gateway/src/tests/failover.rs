@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use super::harness::*;
 
 /// A boot file with endpoints `a` and `b` (plus `dead`, where nobody listens) and models:
 /// `ab` = [a, b], `deadb` = [dead, b], `solo` = [a]. `a_extra` goes into endpoint `a`;
@@ -163,7 +163,7 @@ fn chat_posts(upstream: &Upstream) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn the_first_endpoint_answers_when_healthy() {
     let (a, b) = pair().await;
     let (gw, _dir) = boot_two(&a, &b, "", "").await;
@@ -175,7 +175,7 @@ async fn the_first_endpoint_answers_when_healthy() {
     assert_eq!(chat_posts(&b), 0);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn connection_refused_fails_over() {
     let (a, b) = pair().await;
     let (gw, _dir) = boot_two(&a, &b, "", "").await;
@@ -185,7 +185,7 @@ async fn connection_refused_fails_over() {
     assert_eq!(endpoint.as_deref(), Some("b"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_500_fails_over() {
     let (a, b) = pair().await;
     a.script("m", Reply::Json(500, json!({"error": {"message": "boom"}})));
@@ -198,7 +198,7 @@ async fn a_500_fails_over() {
     assert_eq!(chat_posts(&b), 1);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_429_fails_over() {
     let (a, b) = pair().await;
     a.script(
@@ -212,7 +212,7 @@ async fn a_429_fails_over() {
     assert_eq!(endpoint.as_deref(), Some("b"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_400_is_returned_at_once() {
     let (a, b) = pair().await;
     a.script(
@@ -244,7 +244,7 @@ async fn a_400_is_returned_at_once() {
     assert!(b.recorded().iter().all(|r| r.path != "/v1/embeddings"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn embeddings_fail_over_too() {
     let (a, b) = pair().await;
     a.script("e", Reply::Json(503, json!({"error": {"message": "down"}})));
@@ -266,7 +266,7 @@ async fn embeddings_fail_over_too() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn every_endpoint_failing_returns_the_last_error() {
     let (a, b) = pair().await;
     a.script(
@@ -289,7 +289,7 @@ async fn every_endpoint_failing_returns_the_last_error() {
     assert!(overhead.is_some());
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_stream_failing_before_its_first_chunk_fails_over() {
     let (a, b) = pair().await;
     // `a` answers 200 and cuts the body before any chunk; `b` streams normally.
@@ -323,7 +323,7 @@ async fn a_stream_failing_before_its_first_chunk_fails_over() {
     assert_eq!(endpoint.as_deref(), Some("b"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn after_the_first_chunk_there_is_no_retry() {
     let (a, b) = pair().await;
     a.script(
@@ -346,7 +346,7 @@ async fn after_the_first_chunk_there_is_no_retry() {
     assert_eq!(chat_posts(&b), 0);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_failed_endpoint_is_skipped_for_its_cooldown() {
     let (a, b) = pair().await;
     a.script("m", Reply::Json(500, json!({"error": {"message": "boom"}})));
@@ -361,7 +361,7 @@ async fn a_failed_endpoint_is_skipped_for_its_cooldown() {
     assert_eq!(chat_posts(&b), 3);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_cooldown_expires() {
     let (a, b) = pair().await;
     a.script("m", Reply::Json(500, json!({"error": {"message": "boom"}})));
@@ -377,7 +377,7 @@ async fn a_cooldown_expires() {
     assert!(back, "endpoint a never came back after its cooldown");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn the_last_endpoint_left_is_tried_even_while_cooling() {
     let (a, b) = pair().await;
     a.script("m", Reply::Json(500, json!({"error": {"message": "boom"}})));
@@ -405,13 +405,13 @@ async fn the_last_endpoint_left_is_tried_even_while_cooling() {
     assert_eq!(content(&text), "from b");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
     let (a, b, gw, _dir) = gated_pool("max_queue = 4").await;
     // The first request takes pool's only slot and waits on `a`.
     let first = spawn_post(&gw, "ab");
     assert!(
-        eventually(|| chat_posts(&a) == 1).await,
+        a.until(|a| chat_posts(a) == 1).await,
         "the first request never reached a"
     );
     // The second finds pool full and goes to `b` at once instead of queueing.
@@ -438,11 +438,11 @@ async fn a_slow_first_endpoint_with_a_full_dominion_is_passed_over() {
     assert_eq!(chat_posts(&b), 1);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_reject_dominion_on_the_last_endpoint_answers_queue_rejected() {
     let (a, _b, gw, _dir) = gated_pool("policy = \"reject\"").await;
     let first = spawn_post(&gw, "solo");
-    assert!(eventually(|| chat_posts(&a) == 1).await);
+    assert!(a.until(|a| chat_posts(a) == 1).await);
     let (status, endpoint, _, text) = post_full(&gw, &chat("solo")).await;
     assert_eq!(status, 429, "{text}");
     assert_eq!(code(&text), "queue_rejected");
@@ -452,7 +452,7 @@ async fn a_reject_dominion_on_the_last_endpoint_answers_queue_rejected() {
     assert_eq!(status, 200);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_bad_failover_cooldown_fails_the_boot_naming_the_key() {
     let (a, b) = pair().await;
     for bad in ["\"soon\"", "\"0s\""] {

@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use super::harness::*;
 
 const BRAVE_KEY: &str = "brave-subscription-token-123";
 
@@ -96,7 +96,7 @@ fn hit(url: &str, title: &str) -> Value {
     json!({"title": title, "url": url, "description": format!("about {title}"), "thumbnail": {"src": "x"}, "profile": {"name": "P"}, "meta_url": {"hostname": "h"}, "family_friendly": true})
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn results_are_trimmed_and_post_processed_in_order() {
     let brave = FakeBrave::start().await;
     let long_tracking = format!(
@@ -146,7 +146,7 @@ async fn results_are_trimmed_and_post_processed_in_order() {
     assert!(!gw.logs().contains(BRAVE_KEY));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn domain_filters_run_before_diversity_and_the_cap_runs_last() {
     let brave = FakeBrave::start().await;
     brave.results(json!([
@@ -195,7 +195,7 @@ async fn domain_filters_run_before_diversity_and_the_cap_runs_last() {
     assert_eq!(titles(&body), ["W1", "W2", "B4", "O5"]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn tracking_parameters_are_kept_when_stripping_is_off() {
     let brave = FakeBrave::start().await;
     brave.results(json!([hit(
@@ -212,7 +212,7 @@ async fn tracking_parameters_are_kept_when_stripping_is_off() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn invalid_requests_are_400_and_never_reach_brave() {
     let brave = FakeBrave::start().await;
     let (gw, _dir) = gateway(&brave, "").await;
@@ -241,7 +241,7 @@ async fn invalid_requests_are_400_and_never_reach_brave() {
     assert!(brave.calls().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn provider_failures_map_to_envelopes_without_the_key() {
     let brave = FakeBrave::start().await;
     let (gw, _dir) = gateway(&brave, "").await;
@@ -268,7 +268,7 @@ async fn provider_failures_map_to_envelopes_without_the_key() {
     assert!(!gw.logs().contains(BRAVE_KEY));
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn absent_section_is_404_and_the_route_needs_the_bearer() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;

@@ -3,7 +3,7 @@
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use super::harness::*;
 
 fn stream_request(model: &str) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": true, "stream_options": {"include_usage": true}})
@@ -34,7 +34,7 @@ async fn collect(gw: &Gateway, body: &Value) -> (u16, String, Vec<String>) {
     (status, content_type, events)
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn relays_chunks_with_the_callers_model_and_done() {
     let upstream = Upstream::start().await;
     let usage = json!({"id": "s", "object": "chat.completion.chunk", "model": "up-chat", "choices": [], "usage": {"total_tokens": 9}});
@@ -74,7 +74,7 @@ async fn relays_chunks_with_the_callers_model_and_done() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn malformed_chunks_are_logged_and_skipped() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -100,19 +100,18 @@ async fn malformed_chunks_are_logged_and_skipped() {
         .collect();
     assert_eq!(contents, [json!("a"), json!("b")]);
     assert_eq!(events[2], "[DONE]");
-    assert!(
-        eventually(|| gw
-            .logs()
+    // The relay logs on this test's thread as it goes: by the end of the stream, all three.
+    assert_eq!(
+        gw.logs()
             .matches("skipped a malformed upstream stream chunk")
-            .count()
-            == 3)
-        .await,
+            .count(),
+        3,
         "{}",
         gw.logs()
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn failures_before_the_first_byte_are_json_envelopes() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -140,7 +139,7 @@ async fn failures_before_the_first_byte_are_json_envelopes() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn mid_stream_failures_become_an_error_event_before_the_end() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -172,7 +171,7 @@ async fn mid_stream_failures_become_an_error_event_before_the_end() {
     assert_eq!(error["error"]["code"], "upstream_protocol");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn client_disconnect_drops_the_upstream_stream() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -189,12 +188,12 @@ async fn client_disconnect_drops_the_upstream_stream() {
     assert_eq!(upstream.streams_dropped(), 0);
     drop(body);
     assert!(
-        eventually(|| upstream.streams_dropped() == 1).await,
+        upstream.until(|u| u.streams_dropped() == 1).await,
         "the upstream stream outlived the client"
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn streams_are_not_cut_by_the_request_deadline() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -217,26 +216,4 @@ async fn streams_are_not_cut_by_the_request_deadline() {
     assert_eq!(status, 200);
     assert_eq!(events.len(), 3, "{events:?}");
     assert_eq!(events[2], "[DONE]");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn shutdown_drains_then_closes_a_stream_that_never_ends() {
-    let upstream = Upstream::start().await;
-    upstream.script(
-        "up-chat",
-        Reply::Stream(vec![Part::Data(chunk("up-chat", "first")), Part::Hang]),
-    );
-    let (mut gw, _dir) = Gateway::standard(&upstream).await;
-    let res = gw
-        .send("/v1/chat/completions", &stream_request("reasoning-large"))
-        .await;
-    let mut body = res.bytes_stream();
-    assert!(String::from_utf8_lossy(&body.next().await.unwrap().unwrap()).contains("first"));
-    assert_eq!(gw.terminate().await, Some(0));
-    let logs = gw.logs();
-    assert!(
-        logs.contains("shutting down") && logs.contains("drain timeout"),
-        "{logs}"
-    );
-    assert!(eventually(|| upstream.streams_dropped() == 1).await);
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use super::harness::*;
 
 async fn setup(upstream: &Upstream) -> (Gateway, ConfigDir) {
     let dir = ConfigDir::new();
@@ -47,7 +47,7 @@ fn names(status: &Value) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn status_reports_the_active_profile() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = setup(&upstream).await;
@@ -62,7 +62,7 @@ async fn status_reports_the_active_profile() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn switch_swaps_the_loaded_set() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = setup(&upstream).await;
@@ -89,7 +89,7 @@ async fn switch_swaps_the_loaded_set() {
     assert_eq!(gw.post("/v1/chat/completions", &req).await.0, 200);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn failed_switches_leave_the_old_state_intact() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = setup(&upstream).await;
@@ -149,7 +149,7 @@ async fn failed_switches_leave_the_old_state_intact() {
     assert_eq!(gw.post("/v1/chat/completions", &req).await.0, 200);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn concurrent_switches_are_serialised_and_traffic_never_sees_a_torn_state() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = setup(&upstream).await;

@@ -1,110 +1,11 @@
 //! `GET /metrics`: scraped after real traffic and parsed.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
 
-use crate::failover::{boot_two, chat, post_full};
-use crate::harness::*;
+use super::failover::{boot_two, chat, post_full};
+use super::harness::*;
 
-/// One sample line: metric name, labels, value.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-/// Parses the OpenMetrics / Prometheus text exposition: `# HELP` / `# TYPE` / `# EOF`
-/// lines, and samples `name{key="value",...} value`. Panics on a line it cannot read.
-pub fn parse(text: &str) -> (Vec<Sample>, BTreeMap<String, String>) {
-    let mut samples = Vec::new();
-    let mut types = BTreeMap::new();
-    for line in text.lines() {
-        if line.is_empty() || line == "# EOF" || line.starts_with("# HELP ") {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').expect("a TYPE line has a type");
-            types.insert(name.to_owned(), kind.to_owned());
-            continue;
-        }
-        assert!(!line.starts_with('#'), "unknown comment line: {line}");
-        let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
-        let value: f64 = match value {
-            "+Inf" => f64::INFINITY,
-            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
-        };
-        let (name, labels) = match series.split_once('{') {
-            None => (series.to_owned(), BTreeMap::new()),
-            Some((name, rest)) => {
-                let body = rest.strip_suffix('}').expect("labels end with }");
-                let mut labels = BTreeMap::new();
-                let mut chars = body.chars().peekable();
-                while chars.peek().is_some() {
-                    let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
-                    assert_eq!(chars.next(), Some('"'), "label value is quoted in {line}");
-                    let mut value = String::new();
-                    loop {
-                        match chars.next().expect("label value ends") {
-                            '\\' => value.push(chars.next().expect("escape")),
-                            '"' => break,
-                            c => value.push(c),
-                        }
-                    }
-                    if chars.peek() == Some(&',') {
-                        chars.next();
-                    }
-                    labels.insert(key, value);
-                }
-                (name.to_owned(), labels)
-            }
-        };
-        samples.push(Sample {
-            name,
-            labels,
-            value,
-        });
-    }
-    (samples, types)
-}
-
-/// The sum of every sample named `name` whose labels include all of `want`.
-pub fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
-    samples
-        .iter()
-        .filter(|s| s.name == name)
-        .filter(|s| {
-            want.iter()
-                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-        })
-        .map(|s| s.value)
-        .sum()
-}
-
-pub async fn scrape(gw: &Gateway) -> (Vec<Sample>, BTreeMap<String, String>) {
-    let response = gw
-        .client
-        .get(format!("{}/metrics", gw.url))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let content_type = response.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        content_type.starts_with("application/openmetrics-text"),
-        "{content_type}"
-    );
-    let text = response.text().await.unwrap();
-    assert!(text.ends_with("# EOF\n"), "{text}");
-    parse(&text)
-}
-
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn metrics_need_the_bearer() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -125,7 +26,7 @@ async fn metrics_need_the_bearer() {
     assert_eq!(response.status(), 401);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn counters_move_with_traffic() {
     let a = Upstream::start().await;
     let b = Upstream::start().await;
@@ -300,7 +201,7 @@ async fn counters_move_with_traffic() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn streamed_usage_and_admission_wait_are_counted() {
     let a = Upstream::start().await;
     let b = Upstream::start().await;
@@ -392,7 +293,7 @@ async fn timed(
     (status, endpoint, overhead, text, head_ms)
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn overhead_headers_on_buffered_streaming_and_error_responses() {
     let upstream = Upstream::start().await;
     // The upstream takes 300 ms: that wait is not the gateway's overhead.

@@ -1,7 +1,7 @@
 //! Boot: CLI, profiles, env files, interpolation, includes, allowlist, [server] ownership,
 //! strict parsing and model rules.
 
-use crate::harness::*;
+use super::harness::*;
 
 async fn models_of(gw: &Gateway) -> Vec<String> {
     let (status, body) = gw.get("/v1/models").await;
@@ -14,47 +14,7 @@ async fn models_of(gw: &Gateway) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn config_path_is_required_and_names_both_sources() {
-    let (code, stderr) = run_to_exit(&["serve", "--profile", "main"], &base_env()).await;
-    assert_eq!(code, Some(2));
-    assert!(
-        stderr.contains("CONFIG") && stderr.contains("PROMPTFORGE_GATEWAY_CONFIG"),
-        "{stderr}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn profile_flag_is_required() {
-    let (code, stderr) = run_to_exit(&["serve", "gateway.toml"], &base_env()).await;
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("--profile"), "{stderr}");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn config_comes_from_env_and_the_argument_wins() {
-    let upstream = Upstream::start().await;
-    let dir = ConfigDir::new();
-    dir.write("gateway.toml", &standard_boot(&upstream.url));
-    dir.write("profiles/main.toml", MAIN_PROFILE);
-    let boot = dir.boot().to_str().unwrap().to_owned();
-
-    let mut env = base_env();
-    env.push(("PROMPTFORGE_GATEWAY_CONFIG".into(), boot.clone()));
-    let gw = Gateway::start_args(&["serve", "--profile", "main"], &env).await;
-    assert_eq!(gw.get("/health").await.0, 200);
-    gw.kill().await;
-
-    let mut env = base_env();
-    env.push((
-        "PROMPTFORGE_GATEWAY_CONFIG".into(),
-        "/nonexistent/gateway.toml".into(),
-    ));
-    let gw = Gateway::start_args(&["serve", &boot, "--profile", "main"], &env).await;
-    assert_eq!(gw.get("/health").await.0, 200);
-}
-
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn unknown_profile_lists_the_available_ones() {
     let dir = ConfigDir::new();
     dir.write("gateway.toml", &standard_boot("http://127.0.0.1:9"));
@@ -65,7 +25,7 @@ async fn unknown_profile_lists_the_available_ones() {
     assert!(stderr.contains("available profiles: dev, main"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn missing_profiles_directory_or_file_is_a_startup_error() {
     let dir = ConfigDir::new();
     dir.write("gateway.toml", &standard_boot("http://127.0.0.1:9"));
@@ -84,7 +44,7 @@ async fn missing_profiles_directory_or_file_is_a_startup_error() {
     assert!(stderr.contains("single path component"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn env_files_fill_only_unset_variables_profile_first() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -122,7 +82,7 @@ async fn env_files_fill_only_unset_variables_profile_first() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn unresolved_variable_fails_naming_file_and_key() {
     let dir = ConfigDir::new();
     let boot =
@@ -135,7 +95,7 @@ async fn unresolved_variable_fails_naming_file_and_key() {
     assert!(stderr.contains("GW_SURELY_UNSET_1"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn dollar_escape_and_no_implicit_vendor_keys() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -163,7 +123,7 @@ async fn dollar_escape_and_no_implicit_vendor_keys() {
     assert_eq!(upstream.last().authorization, None);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn includes_merge_depth_first_with_replacement_and_later_wins() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -231,7 +191,7 @@ endpoints = ["up"]
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn include_cycles_are_rejected() {
     let dir = ConfigDir::new();
     dir.write("gateway.toml", &standard_boot("http://127.0.0.1:9"));
@@ -249,7 +209,7 @@ async fn include_cycles_are_rejected() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn includes_nest_at_most_sixteen_deep() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -281,7 +241,7 @@ async fn includes_nest_at_most_sixteen_deep() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn allowlist_later_wins_and_filters_before_validation() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -336,7 +296,7 @@ async fn allowlist_later_wins_and_filters_before_validation() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn boot_file_owns_server() {
     let dir = ConfigDir::new();
     dir.write("gateway.toml", &standard_boot("http://127.0.0.1:9"));
@@ -367,7 +327,7 @@ async fn boot_file_owns_server() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn self_contained_profile_boots_with_a_warning() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -407,7 +367,7 @@ async fn assert_rejected(snippet: &str, expected: &[&str]) {
 const M: &str =
     "[[model]]\nname = \"m\"\ndescription = \"d\"\nupstream = \"u\"\nendpoints = [\"up\"]\n";
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn unknown_keys_are_rejected_everywhere() {
     assert_rejected(&format!("{M}context = 10\ncontxt = 5\n"), &["contxt"]).await;
     assert_rejected(
@@ -430,7 +390,7 @@ async fn unknown_keys_are_rejected_everywhere() {
     assert_rejected("toplevel = 1\n", &["toplevel"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn model_kind_and_field_rules() {
     for field in [
         "thinking = \"always\"",
@@ -492,7 +452,7 @@ async fn model_kind_and_field_rules() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn local_models_and_dominions_parse_and_validate() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -649,83 +609,4 @@ dominion = "gpu0"
         ],
     )
     .await;
-}
-
-/// Boots `serve <boot> --profile main` from `cwd` expecting a failure; returns stderr.
-async fn boot_failure_from(cwd: &std::path::Path, boot: &str) -> String {
-    let output = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_promptforge-gateway"))
-            .args(["serve", boot, "--profile", "main"])
-            .current_dir(cwd)
-            .envs(base_env())
-            .env_remove("PROMPTFORGE_GATEWAY_CONFIG")
-            .output(),
-    )
-    .await
-    .expect("a broken config must never reach a listening socket")
-    .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn config_errors_name_files_as_the_user_gave_them() {
-    let dir = ConfigDir::new();
-    dir.write(
-        "gateway.toml",
-        "[server]\nbind = \"127.0.0.1:0\"\napi_key = \"k\"\n",
-    );
-    dir.write(
-        "profiles/main.toml",
-        "include = [\"../gateway.toml\"]\nfoo = 1\n",
-    );
-    let stderr = boot_failure_from(dir.path(), "gateway.toml").await;
-    assert!(
-        stderr.starts_with("error: profiles/main.toml: "),
-        "{stderr}"
-    );
-
-    // An include's problems name it relative to the including file as given, tidied.
-    dir.write(
-        "profiles/main.toml",
-        "include = [\"../gateway.toml\", \"../shared/models.toml\"]\n",
-    );
-    dir.write("shared/models.toml", "bogus = true\n");
-    let stderr = boot_failure_from(dir.path(), "gateway.toml").await;
-    assert!(
-        stderr.starts_with("error: shared/models.toml: "),
-        "{stderr}"
-    );
-    let parent = dir.path().parent().unwrap();
-    let name = dir.path().file_name().unwrap().to_str().unwrap();
-    let stderr = boot_failure_from(parent, &format!("{name}/gateway.toml")).await;
-    assert!(
-        stderr.starts_with(&format!("error: {name}/shared/models.toml: ")),
-        "{stderr}"
-    );
-    let absolute = dir.path().canonicalize().unwrap();
-    assert!(
-        !stderr.contains(absolute.to_str().unwrap()),
-        "an absolute path the user never typed: {stderr}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_port_held_by_another_listener_is_a_startup_error() {
-    // The gateway's listeners share their address with each other (SO_REUSEPORT, one per
-    // I/O thread) but not with a socket that did not opt in.
-    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = held.local_addr().unwrap();
-    let dir = ConfigDir::new();
-    let boot = standard_boot("http://127.0.0.1:9").replacen(
-        "bind = \"127.0.0.1:0\"",
-        &format!("bind = \"{addr}\""),
-        1,
-    );
-    dir.write("gateway.toml", &boot);
-    dir.write("profiles/main.toml", MAIN_PROFILE);
-    let stderr = boot_failure(&dir, "main").await;
-    assert!(stderr.contains(&format!("cannot bind {addr}")), "{stderr}");
-    drop(held);
 }

@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::harness::*;
+use super::harness::*;
 
 /// Longest any single wait in these tests may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
@@ -115,7 +114,7 @@ fn raw_body(response: &str) -> Value {
 
 // ---- finding 9: stream first-byte and idle timeouts ------------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_stream_whose_upstream_never_answers_gets_an_envelope() {
     let upstream = Upstream::start().await;
     upstream.script("up-chat", Reply::Never);
@@ -127,11 +126,11 @@ async fn a_stream_whose_upstream_never_answers_gets_an_envelope() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("stream_first_byte_timeout"), "{message}");
     // The queue slot and the upstream request are released.
-    assert!(eventually(|| upstream.streams_dropped() >= 1).await);
+    assert!(upstream.until(|u| u.streams_dropped() >= 1).await);
     assert!(health_ok(&gw).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_stream_that_goes_silent_ends_with_an_error_event() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -145,10 +144,10 @@ async fn a_stream_that_goes_silent_ends_with_an_error_event() {
     let first: Value = serde_json::from_str(&events[0]).unwrap();
     assert_eq!(first["choices"][0]["delta"]["content"], "Hel");
     assert_error_event(&events[1], "upstream_timeout", "stream_idle_timeout");
-    assert!(eventually(|| upstream.streams_dropped() >= 1).await);
+    assert!(upstream.until(|u| u.streams_dropped() >= 1).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_stream_with_headers_but_no_body_ends_with_an_error_event() {
     let upstream = Upstream::start().await;
     upstream.script("up-chat", Reply::Stream(vec![Part::Hang]));
@@ -162,7 +161,7 @@ async fn a_stream_with_headers_but_no_body_ends_with_an_error_event() {
 
 // ---- finding 10: connection timeouts and cap --------------------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_half_sent_request_head_is_closed_after_the_header_read_timeout() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::with_limits(&upstream, "header_read_timeout = \"300ms\"", "").await;
@@ -179,7 +178,7 @@ async fn a_half_sent_request_head_is_closed_after_the_header_read_timeout() {
     assert!(health_ok(&gw).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_request_body_that_stops_arriving_gets_an_envelope() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::with_limits(&upstream, "header_read_timeout = \"300ms\"", "").await;
@@ -193,7 +192,7 @@ async fn a_request_body_that_stops_arriving_gets_an_envelope() {
     assert!(upstream.recorded().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_client_that_stops_reading_a_stream_is_dropped_with_its_upstream() {
     let upstream = Upstream::start().await;
     let event = format!("data: {}\n\n", chunk("up-chat", &"x".repeat(1000)));
@@ -208,13 +207,13 @@ async fn a_client_that_stops_reading_a_stream_is_dropped_with_its_upstream() {
     socket.write_all(request.as_bytes()).await.unwrap();
     // Never read: once the socket buffers are full the gateway's writes stall, and the
     // stall ends the connection, the relay and the upstream request.
-    let dropped = eventually_async(|| async { upstream.streams_dropped() >= 1 }).await;
+    let dropped = upstream.until(|u| u.streams_dropped() >= 1).await;
     assert!(dropped, "the stalled stream kept its upstream open");
     drop(socket);
     assert!(health_ok(&gw).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn an_idle_kept_alive_connection_is_closed() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::with_limits(&upstream, "keep_alive_timeout = \"300ms\"", "").await;
@@ -229,7 +228,7 @@ async fn an_idle_kept_alive_connection_is_closed() {
     assert!(read.contains("serving"), "{read}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_long_request_is_not_cut_by_the_connection_timeouts() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -250,7 +249,7 @@ async fn a_long_request_is_not_cut_by_the_connection_timeouts() {
     assert_eq!(body["choices"][0]["message"]["content"], "late");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn connections_over_the_cap_get_a_503_envelope_and_health_recovers() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::with_limits(
@@ -290,7 +289,7 @@ async fn connections_over_the_cap_get_a_503_envelope_and_health_recovers() {
 
 // ---- finding 11: non-streaming body cap --------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn an_endless_upstream_body_is_a_502_without_reading_it_all() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -308,11 +307,11 @@ async fn an_endless_upstream_body_is_a_502_without_reading_it_all() {
             .contains("max_response_bytes")
     );
     // The upstream body was abandoned, not drained.
-    assert!(eventually(|| upstream.streams_dropped() >= 1).await);
+    assert!(upstream.until(|u| u.streams_dropped() >= 1).await);
     assert!(health_ok(&gw).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_body_just_over_the_cap_is_refused_on_every_buffered_route() {
     let upstream = Upstream::start().await;
     let padding = "p".repeat(4096);
@@ -348,7 +347,7 @@ async fn a_body_just_over_the_cap_is_refused_on_every_buffered_route() {
 
 // ---- finding 12: SSE line and event caps -------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn an_endless_sse_line_ends_the_stream_with_an_error_event() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -364,10 +363,10 @@ async fn an_endless_sse_line_ends_the_stream_with_an_error_event() {
     assert_eq!(status, 200);
     assert_eq!(events.len(), 2, "{events:?}");
     assert_error_event(&events[1], "upstream_protocol", "max_stream_event_bytes");
-    assert!(eventually(|| upstream.streams_dropped() >= 1).await);
+    assert!(upstream.until(|u| u.streams_dropped() >= 1).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn an_endless_event_of_short_data_lines_is_capped_too() {
     let upstream = Upstream::start().await;
     upstream.script(
@@ -404,7 +403,7 @@ fn diamond(dir: &ConfigDir, levels: usize) -> String {
     "include = [\"../inc/l0_0.toml\", \"../inc/l0_1.toml\", \"../inc/l0_2.toml\"]\n".to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_diamond_of_includes_loads_each_file_once() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -425,7 +424,7 @@ async fn a_diamond_of_includes_loads_each_file_once() {
     assert_eq!(status, 200, "{body}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn too_many_distinct_include_files_is_an_error_naming_the_limit() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -452,77 +451,9 @@ async fn too_many_distinct_include_files_is_an_error_naming_the_limit() {
     );
 }
 
-// ---- finding 14: SIGTERM ends requests with shutting_down --------------------------------
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_ends_an_open_stream_with_a_shutting_down_event() {
-    let upstream = Upstream::start().await;
-    upstream.script(
-        "up-chat",
-        Reply::Stream(vec![Part::Data(chunk("up-chat", "Hel")), Part::Hang]),
-    );
-    let (mut gw, _dir) = Gateway::with_limits(&upstream, "drain_timeout = \"300ms\"", "").await;
-    let res = bounded_client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .bearer_auth(KEY)
-        .json(&chat("reasoning-large", true))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let mut body = res.bytes_stream();
-    let first = tokio::time::timeout(BOUND, body.next())
-        .await
-        .expect("no first chunk")
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("Hel"));
-    gw.signal_term();
-    let mut rest = String::new();
-    tokio::time::timeout(BOUND, async {
-        while let Some(Ok(bytes)) = body.next().await {
-            rest.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    })
-    .await
-    .expect("the stream did not end after SIGTERM");
-    let event = rest.trim().strip_prefix("data: ").unwrap_or(&rest);
-    let event: Value = serde_json::from_str(event).unwrap_or(Value::String(rest.clone()));
-    assert_eq!(code(&event), "shutting_down", "{rest:?}");
-    assert!(!rest.contains("unreachable"), "{rest:?}");
-    assert_eq!(gw.terminate_wait().await, Some(0));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_answers_an_in_flight_request_with_a_shutting_down_envelope() {
-    let upstream = Upstream::start().await;
-    upstream.script("up-fast", Reply::Never);
-    let (mut gw, _dir) = Gateway::with_limits(&upstream, "drain_timeout = \"300ms\"", "").await;
-    let url = format!("{}/v1/chat/completions", gw.url);
-    let pending = tokio::spawn(async move {
-        let res = bounded_client()
-            .post(url)
-            .bearer_auth(KEY)
-            .json(&chat("fast-draft", false))
-            .send()
-            .await
-            .expect("the in-flight request got no answer");
-        let status = res.status().as_u16();
-        (status, res.json::<Value>().await.unwrap_or(Value::Null))
-    });
-    assert!(eventually(|| !upstream.recorded().is_empty()).await);
-    gw.signal_term();
-    let (status, body) = tokio::time::timeout(BOUND, pending)
-        .await
-        .expect("no answer after SIGTERM")
-        .unwrap();
-    assert_eq!((status, code(&body)), (503, "shutting_down"), "{body}");
-    assert_eq!(gw.terminate_wait().await, Some(0));
-}
-
 // ---- finding 15: a 100,000-model catalog boots -------------------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_catalog_of_100000_models_boots_and_routes() {
     let upstream = Upstream::start().await;
     let dir = ConfigDir::new();
@@ -563,7 +494,7 @@ async fn include_failure(target: &str) -> String {
     boot_failure(&dir, "main").await
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_directory_or_a_device_as_include_says_what_it_is() {
     let stderr = include_failure("../adir").await;
     assert!(stderr.contains("is a directory"), "{stderr}");
@@ -574,7 +505,7 @@ async fn a_directory_or_a_device_as_include_says_what_it_is() {
     assert!(stderr.contains("does not exist"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn an_include_of_a_foreign_file_does_not_echo_its_content() {
     let dir = ConfigDir::new();
     let secret = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n";
@@ -602,7 +533,7 @@ async fn an_include_of_a_foreign_file_does_not_echo_its_content() {
     assert!(!message.contains("/bin/"), "{message}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn switch_profile_errors_over_http_do_not_mention_the_command_line() {
     let upstream = Upstream::start().await;
     let (gw, dir) = Gateway::standard(&upstream).await;
@@ -622,7 +553,7 @@ async fn switch_profile_errors_over_http_do_not_mention_the_command_line() {
     assert!(stderr.contains("--profile"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn protocol_level_errors_carry_the_envelope() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -666,7 +597,7 @@ async fn protocol_level_errors_carry_the_envelope() {
     assert!(health_ok(&gw).await);
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_declared_huge_body_is_refused_at_once() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
@@ -679,7 +610,7 @@ async fn a_declared_huge_body_is_refused_at_once() {
     assert!(upstream.recorded().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_key_with_a_newline_is_a_clear_boot_error() {
     for (var, expect_key) in [
         ("GW_UPSTREAM_KEY", "endpoint[up].api_key"),
@@ -694,13 +625,7 @@ async fn a_key_with_a_newline_is_a_clear_boot_error() {
                 value.push('\n');
             }
         }
-        let boot = dir.boot();
-        let (code, stderr) = run_to_exit(
-            &["serve", boot.to_str().unwrap(), "--profile", "main"],
-            &env,
-        )
-        .await;
-        assert_ne!(code, Some(0), "{stderr}");
+        let stderr = boot_error(&dir.boot(), "main", &env).await;
         assert!(stderr.contains(expect_key), "{stderr}");
         assert!(stderr.contains("contains a newline"), "{stderr}");
         assert!(!stderr.contains("failed to parse header value"), "{stderr}");
@@ -709,7 +634,7 @@ async fn a_key_with_a_newline_is_a_clear_boot_error() {
 
 // ---- the new limits are validated like every other key -----------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn out_of_range_limits_are_boot_errors_naming_the_key() {
     for (server, endpoint, key) in [
         ("max_connections = 0", "", "server.max_connections"),
@@ -752,7 +677,7 @@ async fn out_of_range_limits_are_boot_errors_naming_the_key() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_profile_cannot_change_the_connection_limits() {
     let dir = ConfigDir::new();
     dir.write("gateway.toml", &standard_boot("http://127.0.0.1:1"));
