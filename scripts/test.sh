@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: the same command on a fresh machine, a developer's and CI.
 # Installs what the end-to-end tests need (a Python venv with the official client SDKs, the
-# Claude Code and MCP Inspector CLIs, a built llama-server and the SmolLM2 model, the last two
-# cached per machine), then runs every Rust test in the workspace.
+# Claude Code and MCP Inspector CLIs, playwright-core, and from the distribution Chromium (the
+# trace viewer's browser tests) and Neovim (the language server's editor test); Arize Phoenix
+# as an OTLP collector; a built llama-server and the SmolLM2 model, the last three cached per
+# machine), then runs every Rust test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,14 +15,33 @@ if [ -f requirements-test.txt ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 fi
 
-# promptforge-mcp-server's client checks: Claude Code's CLI and the MCP Inspector CLI, pinned,
-# installed into the git-ignored .tools/npm only when absent.
+# promptforge-mcp-server's client checks: Claude Code's CLI and the MCP Inspector CLI; the
+# trace viewer's browser tests: playwright-core (it drives Debian's Chromium, below; it
+# downloads no browser of its own). Pinned, installed into the git-ignored .tools/npm only
+# when absent.
 if command -v npm >/dev/null 2>&1 \
-  && { [ ! -x .tools/npm/node_modules/.bin/claude ] || [ ! -x .tools/npm/node_modules/.bin/mcp-inspector ]; }; then
+  && { [ ! -x .tools/npm/node_modules/.bin/claude ] || [ ! -x .tools/npm/node_modules/.bin/mcp-inspector ] \
+    || [ ! -f .tools/npm/node_modules/playwright-core/package.json ]; }; then
   mkdir -p .tools/npm
   npm install --prefix .tools/npm --no-audit --no-fund --loglevel=error \
-    @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0
+    @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0 playwright-core@1.64.1
 fi
+
+# Distribution packages the tests drive: Chromium (the trace viewer's browser tests) and
+# Neovim (the language server's editor test, 0.7.2 on Debian 12). One `apt-get update`, and
+# only when something is missing.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
+command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
+  "${apt[@]}" -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The OTLP end-to-end test's collector: Arize Phoenix, pinned, in its own venv cached per
+# machine (~850 MB; 2-9 minutes the first time, nothing afterwards).
+scripts/install-phoenix.sh >/dev/null
 
 # Gateway local inference tests: a real llama-server and the SmolLM2 GGUF in the
 # per-machine cache ~/.promptforge (both skip when already there; the first build takes

@@ -18,10 +18,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use promptforge_core::client::{GatewayClient, ModelCatalog, RequestLimits};
 use promptforge_core::tools::{Tool, ToolCatalog, WebSearch};
+use promptforge_core::trace::Tracer;
 use promptforge_core::{
     CancelHandle, NullObserver, Prompt, ResolutionContext, RunConfig, StoreRef, promptforge_version,
 };
 use promptforge_tool_picker::{Config, LazyPicker};
+use promptforge_trace::otlp::{OtlpConfig, OtlpExport};
 use promptforge_webfetch::WebFetch;
 
 use source::SourceError;
@@ -52,6 +54,13 @@ enum Command {
         file: PathBuf,
         /// The input, passed to the prompt as `args` verbatim.
         input: Option<String>,
+        /// Write the run's trace (JSON, see trace.schema.json) to this file, also when the
+        /// run fails.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Write the trace viewer (one self-contained HTML file) to this file.
+        #[arg(long = "trace-html", value_name = "FILE")]
+        trace_html: Option<PathBuf>,
     },
     /// Check prompt files without running them: every diagnostic as
     /// `file:line:col: error[kind]: message`, then a summary; exit 1 when any file has a
@@ -102,11 +111,22 @@ fn main() -> ExitCode {
         report(&failure.message);
         return ExitCode::from(failure.code);
     }
-    let outcome = match cli.command {
-        Command::Run { file, input } => run(&file, input.as_deref().unwrap_or(""), cancel),
+    let (outcome, traces) = match cli.command {
+        Command::Run {
+            file,
+            input,
+            trace,
+            trace_html,
+        } => {
+            let outputs = TraceOutputs {
+                json: trace,
+                html: trace_html,
+            };
+            run(&file, input.as_deref().unwrap_or(""), cancel, &outputs)
+        }
         Command::Check { paths, format } => return check_command(&paths, format),
     };
-    match outcome {
+    let code = match outcome {
         Ok(result) => {
             let mut stdout = std::io::stdout().lock();
             let newline = if stdout.is_terminal() && !result.ends_with('\n') {
@@ -115,16 +135,61 @@ fn main() -> ExitCode {
                 ""
             };
             match write!(stdout, "{result}{newline}").and_then(|()| stdout.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => 0,
                 Err(error) => {
                     report(&format!("cannot write the result to stdout: {error}"));
-                    ExitCode::from(1)
+                    1
                 }
             }
         }
         Err(failure) => {
             report(&failure.message);
-            ExitCode::from(failure.code)
+            failure.code
+        }
+    };
+    // A trace that could not be written fails the command, but never hides the result.
+    match traces {
+        Err(message) => {
+            report(&message);
+            ExitCode::from(if code == 0 { 1 } else { code })
+        }
+        Ok(()) => ExitCode::from(code),
+    }
+}
+
+/// Where `--trace` and `--trace-html` write.
+struct TraceOutputs {
+    json: Option<PathBuf>,
+    html: Option<PathBuf>,
+}
+
+impl TraceOutputs {
+    fn any(&self) -> bool {
+        self.json.is_some() || self.html.is_some()
+    }
+
+    /// Checks both targets before the run (a usage error, exit 2).
+    fn check(&self) -> Result<(), Failure> {
+        for (flag, path) in [("--trace", &self.json), ("--trace-html", &self.html)] {
+            if let Some(path) = path {
+                promptforge_trace::write::check_target(path)
+                    .map_err(|why| Failure::usage(format!("{flag} {}: {why}", path.display())))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the trace file and the viewer.
+    fn write(&self, document: &serde_json::Value) -> Result<(), String> {
+        let failures = promptforge_trace::write::write_outputs(
+            document,
+            self.json.as_deref(),
+            self.html.as_deref(),
+        );
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
         }
     }
 }
@@ -241,9 +306,33 @@ fn read_prompt(file: &std::path::Path, shown: &str) -> Result<String, Failure> {
     })
 }
 
-fn run(file: &std::path::Path, input: &str, cancel: CancelHandle) -> Result<String, Failure> {
+/// Runs the prompt; the second value is how writing the trace files went.
+fn run(
+    file: &std::path::Path,
+    input: &str,
+    cancel: CancelHandle,
+    outputs: &TraceOutputs,
+) -> (Result<String, Failure>, Result<(), String>) {
+    let mut traces = Ok(());
+    let result = run_traced(file, input, cancel, outputs, &mut traces);
+    (result, traces)
+}
+
+fn run_traced(
+    file: &std::path::Path,
+    input: &str,
+    cancel: CancelHandle,
+    outputs: &TraceOutputs,
+    traces: &mut Result<(), String>,
+) -> Result<String, Failure> {
     let gateway = GatewayClient::from_env_if_configured()
         .map_err(|error| Failure::usage(error.to_string()))?;
+    outputs.check()?;
+    // Observability never stops a run: a misconfigured OTLP export is a warning.
+    let otlp = OtlpConfig::from_env().unwrap_or_else(|why| {
+        warn(&format!("OTLP export is off: {why}"));
+        None
+    });
     let shown = file.display().to_string();
     let source = read_prompt(file, &shown)?;
     if promptforge_version(&source).is_none() && !source::attempts_prompt(&source) {
@@ -265,15 +354,49 @@ fn run(file: &std::path::Path, input: &str, cancel: CancelHandle) -> Result<Stri
         // embedding model or indexes the tools.
         let picker = LazyPicker::new(tools.picker_catalog(), Config::default());
         let store = StoreRef::memory();
-        let config = RunConfig::new(execution).cancel(cancel).client(client);
+        let mut config = RunConfig::new(execution).cancel(cancel).client(client);
+        // A tracer only when something reads it: an untraced run records nothing.
+        let export = otlp.as_ref().and_then(|otlp| {
+            OtlpExport::start(otlp)
+                .map_err(|why| warn(&format!("OTLP export is off: {why}")))
+                .ok()
+        });
+        let tracer = (outputs.any() || export.is_some()).then(|| {
+            let mut builder = Tracer::builder().source(&shown, &source);
+            if let Some(export) = &export {
+                builder = builder.listener(export.listener());
+            }
+            builder.build()
+        });
+        if let Some(tracer) = &tracer {
+            config = config.tracer(tracer.clone());
+        }
         let resolution = ResolutionContext::lazy(&picker, &models, &tools);
-        promptforge_core::run(&prompt, input, resolution, &store, config)
-            .await
-            .map_err(|error| Failure {
-                code: if error.is_cancelled() { 130 } else { 1 },
-                message: error.to_string(),
-            })
+        let result = promptforge_core::run(&prompt, input, resolution, &store, config).await;
+        if let Some(export) = export {
+            let report = export.finish().await;
+            for error in &report.errors {
+                warn(&format!("OTLP export: {error}"));
+            }
+            if report.dropped > 0 {
+                warn(&format!(
+                    "OTLP export: {} spans dropped (the export queue was full)",
+                    report.dropped
+                ));
+            }
+        }
+        if let Some(tracer) = &tracer {
+            *traces = outputs.write(&tracer.document());
+        }
+        result.map_err(|error| Failure {
+            code: if error.is_cancelled() { 130 } else { 1 },
+            message: error.to_string(),
+        })
     })
+}
+
+fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "warning: {}", shorten(message));
 }
 
 /// The gateway client, model catalog and tools: with a gateway (remote mode) the catalog is

@@ -30,11 +30,13 @@ pub mod error;
 mod limits;
 pub mod observe;
 pub mod parse;
+pub mod preview;
 mod prompt;
 mod resolve;
 mod sandbox;
 pub mod store;
 pub mod tools;
+pub mod trace;
 
 pub use cancel::CancelHandle;
 pub use client::{

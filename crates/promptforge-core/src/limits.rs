@@ -158,6 +158,7 @@ pub struct RunConfig {
     pub(crate) limits: RunLimits,
     pub(crate) client: Option<GatewayClient>,
     pub(crate) debug: Option<Arc<dyn DebugCapture>>,
+    pub(crate) tracer: Option<crate::trace::Tracer>,
 }
 
 impl fmt::Debug for RunConfig {
@@ -179,6 +180,7 @@ impl RunConfig {
             limits: RunLimits::default(),
             client: None,
             debug: None,
+            tracer: None,
         }
     }
 
@@ -192,6 +194,13 @@ impl RunConfig {
     /// Receives the raw JSON of every model turn.
     pub fn debug(mut self, debug: Arc<dyn DebugCapture>) -> Self {
         self.debug = Some(debug);
+        self
+    }
+
+    /// Records the run's trace (see [`crate::trace`]); without one, nothing is recorded and
+    /// no `traceparent` is sent.
+    pub fn tracer(mut self, tracer: crate::trace::Tracer) -> Self {
+        self.tracer = Some(tracer);
         self
     }
 

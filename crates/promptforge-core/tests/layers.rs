@@ -93,6 +93,16 @@ fn the_parser_names_neither_layer() {
 }
 
 #[test]
+fn the_trace_names_neither_layer() {
+    // The walk and the agent layer record through `trace`; it never reaches back.
+    assert_layer(
+        "trace",
+        4,
+        &["crate::engine", "crate::agent", "engine::", "agent::"],
+    );
+}
+
+#[test]
 fn the_checker_sees_a_reverse_dependency() {
     // The check itself can fail: the walk does name the agent layer.
     let (files, found) = offending_lines("engine", &["crate::agent"]);

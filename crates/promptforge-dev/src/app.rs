@@ -12,8 +12,11 @@ use crate::args::{Args, USAGE};
 use crate::capture;
 use crate::console::Console;
 use crate::env::GatewayEnv;
-use crate::runner::{Outcome, Session};
+use crate::runner::{Outcome, Session, TraceOptions};
+use crate::ui::UiServer;
 use crate::watch::PromptWatcher;
+use promptforge_trace::otlp::OtlpConfig;
+use std::sync::Arc;
 
 /// Exit status: the run succeeded.
 pub const EXIT_OK: u8 = 0;
@@ -75,6 +78,19 @@ async fn session(args: Args, env: GatewayEnv, console: Console) -> u8 {
             }
         });
     }
+    for (flag, path) in [("--trace", &args.trace), ("--trace-html", &args.trace_html)] {
+        if let Some(path) = path
+            && let Err(why) = promptforge_trace::write::check_target(path)
+        {
+            console.line(&format!("error: {flag} {}: {why}", path.display()));
+            return EXIT_USAGE;
+        }
+    }
+    // Observability never stops a run: a misconfigured OTLP export is a warning.
+    let otlp = OtlpConfig::from_env().unwrap_or_else(|why| {
+        console.line(&format!("warning: OTLP export is off: {why}"));
+        None
+    });
     if args.capture_raw {
         console.line(&capture::warning_for(&args.prompt));
     }
@@ -93,13 +109,47 @@ async fn session(args: Args, env: GatewayEnv, console: Console) -> u8 {
             };
         }
     };
+    let ui = if args.ui {
+        match UiServer::start().await {
+            Ok(ui) => {
+                console.line(&format!(
+                    "ui: {} (loopback only; the token in the URL is its key)",
+                    ui.url()
+                ));
+                Some(ui)
+            }
+            Err(error) => {
+                console.line(&format!("error: cannot start the trace viewer: {error}"));
+                return EXIT_FAILED;
+            }
+        }
+    } else {
+        None
+    };
+    let session = session.tracing(TraceOptions {
+        json: args.trace.clone(),
+        html: args.trace_html.clone(),
+        ui: ui.as_ref().map(|ui| Arc::clone(ui.hub())),
+        otlp,
+    });
     if !args.watch {
-        return match session.run_once(&args.prompt, &args.input, &cancel).await {
+        let code = match session.run_once(&args.prompt, &args.input, &cancel).await {
             Outcome::Succeeded => EXIT_OK,
             Outcome::Failed if interrupted.is_cancelled() => EXIT_INTERRUPTED,
             Outcome::Failed => EXIT_FAILED,
             Outcome::Cancelled => EXIT_INTERRUPTED,
         };
+        if let Some(ui) = &ui
+            && !interrupted.is_cancelled()
+        {
+            // The page stays up for the finished run until the author is done with it.
+            console.line(&format!(
+                "ui: the run finished; its trace is at {} until Ctrl-C",
+                ui.url()
+            ));
+            interrupted.cancelled().await;
+        }
+        return code;
     }
     watch(
         &session,

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The usage text printed with every command-line error.
-pub const USAGE: &str = "usage: promptforge-dev [--watch] [--capture-raw] <prompt.md> [input]\n\
+pub const USAGE: &str = "usage: promptforge-dev [--watch] [--capture-raw] [--trace FILE] [--trace-html FILE] [--ui] <prompt.md> [input]\n\
 \n\
 Runs a PromptForge prompt against the gateway at PROMPTFORGE_GATEWAY_URL (bearer\n\
 PROMPTFORGE_GATEWAY_API_KEY), prints the result on stdout and dumps the store to\n\
@@ -12,6 +12,9 @@ PROMPTFORGE_GATEWAY_API_KEY), prints the result on stdout and dumps the store to
 \n\
   --watch        rerun after every save of the prompt file (300 ms quiet period)\n\
   --capture-raw  write each model turn's raw request and response JSON to <stem>.store/.trace\n\
+  --trace FILE   write each run's trace (JSON, trace.schema.json) to FILE\n\
+  --trace-html FILE  write each run's trace viewer (one self-contained HTML file) to FILE\n\
+  --ui           serve the live trace viewer on 127.0.0.1 (the URL, with its token, is printed)\n\
   --             end of flags: everything after it is positional (an input may start with -)\n\
 \n\
 Model parameters (context, thinking, max tokens) belong in the prompt file, not on the\n\
@@ -24,6 +27,12 @@ pub struct Args {
     pub watch: bool,
     /// `--capture-raw`: persist raw model turns under `.trace/`.
     pub capture_raw: bool,
+    /// `--trace FILE`: write each run's trace file.
+    pub trace: Option<PathBuf>,
+    /// `--trace-html FILE`: write each run's trace viewer.
+    pub trace_html: Option<PathBuf>,
+    /// `--ui`: serve the live trace viewer on loopback.
+    pub ui: bool,
     /// The prompt file.
     pub prompt: PathBuf,
     /// The input, `""` when omitted.
@@ -46,6 +55,9 @@ pub enum UsageError {
     /// An argument that is not valid UTF-8.
     #[error("an argument is not valid UTF-8")]
     NotUtf8,
+    /// A flag that takes a value came without one.
+    #[error("`{0}` needs a file name")]
+    MissingValue(String),
 }
 
 impl Args {
@@ -61,18 +73,49 @@ impl Args {
     {
         let mut watch = false;
         let mut capture_raw = false;
+        let mut ui = false;
+        let mut trace = None;
+        let mut trace_html = None;
         let mut positional = Vec::new();
         let mut flags_done = false;
-        for arg in args {
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
             let arg = arg.into_string().map_err(|_| UsageError::NotUtf8)?;
             if flags_done || arg == "-" || !arg.starts_with('-') {
                 positional.push(arg);
                 continue;
             }
-            match arg.as_str() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => {
+                    (flag.to_owned(), Some(value.to_owned()))
+                }
+                _ => (arg.clone(), None),
+            };
+            match flag.as_str() {
+                "--trace" | "--trace-html" => {
+                    let value = match inline {
+                        Some(value) => value,
+                        None => args
+                            .next()
+                            .ok_or_else(|| UsageError::MissingValue(flag.clone()))?
+                            .into_string()
+                            .map_err(|_| UsageError::NotUtf8)?,
+                    };
+                    if value.is_empty() {
+                        return Err(UsageError::MissingValue(flag));
+                    }
+                    let slot = if flag == "--trace" {
+                        &mut trace
+                    } else {
+                        &mut trace_html
+                    };
+                    *slot = Some(PathBuf::from(value));
+                }
+                _ if inline.is_some() => return Err(UsageError::UnknownFlag(arg)),
                 "--" => flags_done = true,
                 "--watch" => watch = true,
                 "--capture-raw" => capture_raw = true,
+                "--ui" => ui = true,
                 _ => return Err(UsageError::UnknownFlag(arg)),
             }
         }
@@ -85,6 +128,9 @@ impl Args {
         Ok(Self {
             watch,
             capture_raw,
+            trace,
+            trace_html,
+            ui,
             prompt: PathBuf::from(prompt),
             input,
         })
@@ -112,6 +158,35 @@ mod tests {
         assert!(!args.watch);
         assert_eq!(parse(&["p.md"]).unwrap().input, "");
         assert_eq!(parse(&["p.md", "-"]).unwrap().input, "-");
+    }
+
+    #[test]
+    fn trace_flags_take_a_file_and_ui_is_a_switch() {
+        let args = parse(&[
+            "--trace",
+            "t.json",
+            "--ui",
+            "p.md",
+            "--trace-html=t.html",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(args.trace, Some(PathBuf::from("t.json")));
+        assert_eq!(args.trace_html, Some(PathBuf::from("t.html")));
+        assert!(args.ui);
+        assert_eq!(args.input, "x");
+        assert_eq!(
+            parse(&["p.md", "--trace"]),
+            Err(UsageError::MissingValue("--trace".to_owned()))
+        );
+        assert_eq!(
+            parse(&["p.md", "--trace-html="]),
+            Err(UsageError::MissingValue("--trace-html".to_owned()))
+        );
+        assert_eq!(
+            parse(&["--ui=1", "p.md"]),
+            Err(UsageError::UnknownFlag("--ui=1".to_owned()))
+        );
     }
 
     #[test]

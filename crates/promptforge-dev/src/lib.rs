@@ -9,7 +9,7 @@
 //! The pieces are usable on their own: [`args`] (the command line), [`env`] (the gateway
 //! environment and the key in core's redacted `Secret`), [`runner`] (a session and one run),
 //! [`dump`] and [`secure`] (the reconciled, symlink-proof store dump), [`capture`] (the raw
-//! trace worker), [`watch`] (the debounced file watcher), [`observer`] and [`console`]
+//! trace worker), [`ui`] (the live trace viewer server), [`watch`] (the debounced file watcher), [`observer`] and [`console`]
 //! (stderr output). [`app::main_with`] is the whole program.
 #![forbid(unsafe_code)]
 #![cfg(unix)]
@@ -23,4 +23,5 @@ pub mod env;
 pub mod observer;
 pub mod runner;
 pub mod secure;
+pub mod ui;
 pub mod watch;

@@ -25,6 +25,9 @@ use crate::console::Console;
 use crate::dump::DumpTarget;
 use crate::env::GatewayEnv;
 use crate::observer::{RunStats, StderrObserver};
+use crate::ui::Hub;
+use promptforge_core::trace::Tracer;
+use promptforge_trace::otlp::{OtlpConfig, OtlpExport};
 
 /// The largest prompt file read, in bytes.
 pub const MAX_PROMPT_BYTES: u64 = 4 * 1024 * 1024;
@@ -69,6 +72,19 @@ pub fn new_run_id() -> String {
     format!("dev-{bits:032x}")
 }
 
+/// What each run traces to: files, the live viewer, an OTLP collector.
+#[derive(Debug, Clone, Default)]
+pub struct TraceOptions {
+    /// `--trace FILE`.
+    pub json: Option<std::path::PathBuf>,
+    /// `--trace-html FILE`.
+    pub html: Option<std::path::PathBuf>,
+    /// `--ui`: the live viewer's runs.
+    pub ui: Option<Arc<Hub>>,
+    /// OTLP export (from the standard `OTEL_*` environment).
+    pub otlp: Option<OtlpConfig>,
+}
+
 /// The resources every run of a session shares.
 pub struct Session {
     client: GatewayClient,
@@ -78,6 +94,7 @@ pub struct Session {
     console: Console,
     capture_raw: bool,
     terminal_newline: bool,
+    traces: TraceOptions,
 }
 
 impl std::fmt::Debug for Session {
@@ -122,7 +139,14 @@ impl Session {
             console,
             capture_raw,
             terminal_newline: false,
+            traces: TraceOptions::default(),
         })
+    }
+
+    /// Traces every run as `options` says.
+    pub fn tracing(mut self, options: TraceOptions) -> Self {
+        self.traces = options;
+        self
     }
 
     /// Ends every printed result with a newline (watch mode, or stdout is a terminal).
@@ -139,7 +163,7 @@ impl Session {
         console.line(&format!("run id: {id}"));
         let started = Instant::now();
         let shown = prompt.display().to_string();
-        let parsed = match read_prompt(prompt, &shown, &id).await {
+        let (parsed, source) = match read_prompt(prompt, &shown, &id).await {
             Ok(parsed) => parsed,
             Err(message) => {
                 console.line(&format!("dev run failed: {message}"));
@@ -170,9 +194,14 @@ impl Session {
         if let Some(capture) = &capture {
             config = config.debug(capture.clone());
         }
+        let traced = self.start_trace(&parsed, &shown, &source);
+        if let Some(tracer) = &traced.tracer {
+            config = config.tracer(tracer.clone());
+        }
         let resolution = ResolutionContext::new(&self.picker, &self.models, &self.tools);
         let result = promptforge_core::run(&parsed, input, resolution, &store, config).await;
 
+        self.finish_trace(traced).await;
         if let Some(capture) = capture {
             self.finish_capture(capture).await;
         }
@@ -206,6 +235,85 @@ impl Session {
         if let Err(error) = write!(stdout, "{value}{newline}").and_then(|()| stdout.flush()) {
             self.console
                 .line(&format!("dev run failed: cannot write the result: {error}"));
+        }
+    }
+
+    /// The run's tracer, when a trace file, the viewer or an OTLP collector wants one (an
+    /// untraced run records nothing).
+    fn start_trace(&self, prompt: &Prompt, shown: &str, source: &str) -> Traced {
+        let export = self.traces.otlp.as_ref().and_then(|config| {
+            OtlpExport::start(config)
+                .map_err(|why| self.console.line(&format!("otlp: export is off: {why}")))
+                .ok()
+        });
+        let ui = self
+            .traces
+            .ui
+            .as_ref()
+            .map(|hub| (Arc::clone(hub), hub.begin(prompt.name(), shown)));
+        let wanted = self.traces.json.is_some() || self.traces.html.is_some();
+        if !wanted && export.is_none() && ui.is_none() {
+            return Traced::default();
+        }
+        let mut builder = Tracer::builder().source(shown, source);
+        if let Some(export) = &export {
+            builder = builder.listener(export.listener());
+        }
+        if let Some((_, (_, listener))) = &ui {
+            builder = builder.listener(Arc::clone(listener));
+        }
+        let tracer = builder.build();
+        if let Some((hub, (index, _))) = &ui {
+            hub.attach(*index, &tracer);
+        }
+        Traced {
+            tracer: Some(tracer),
+            export,
+            ui: ui.map(|(hub, (index, _))| (hub, index)),
+        }
+    }
+
+    /// Flushes the OTLP export, writes the trace files (off the async threads) and marks
+    /// the viewer's run finished. Failures are reported; they never change the outcome.
+    async fn finish_trace(&self, traced: Traced) {
+        let Traced { tracer, export, ui } = traced;
+        if let Some(export) = export {
+            let report = export.finish().await;
+            for error in &report.errors {
+                self.console.line(&format!("otlp: {error}"));
+            }
+            if report.dropped > 0 {
+                self.console.line(&format!(
+                    "otlp: {} spans dropped (the export queue was full)",
+                    report.dropped
+                ));
+            }
+        }
+        if let Some((hub, index)) = ui {
+            hub.finish(index);
+        }
+        let Some(tracer) = tracer else { return };
+        let (json, html) = (self.traces.json.clone(), self.traces.html.clone());
+        if json.is_none() && html.is_none() {
+            return;
+        }
+        let written = tokio::task::spawn_blocking(move || {
+            promptforge_trace::write::write_outputs(
+                &tracer.document(),
+                json.as_deref(),
+                html.as_deref(),
+            )
+        })
+        .await;
+        match written {
+            Ok(failures) => {
+                for failure in failures {
+                    self.console.line(&format!("trace: {failure}"));
+                }
+            }
+            Err(error) => self
+                .console
+                .line(&format!("trace: the trace writer stopped: {error}")),
         }
     }
 
@@ -311,8 +419,16 @@ impl Session {
     }
 }
 
+/// A run's tracing: the tracer, the OTLP export and the viewer's run index.
+#[derive(Default)]
+struct Traced {
+    tracer: Option<Tracer>,
+    export: Option<OtlpExport>,
+    ui: Option<(Arc<Hub>, u64)>,
+}
+
 /// Reads and parses the prompt; the error is the message after `dev run failed: `.
-async fn read_prompt(prompt: &Path, shown: &str, id: &str) -> Result<Prompt, String> {
+async fn read_prompt(prompt: &Path, shown: &str, id: &str) -> Result<(Prompt, String), String> {
     let meta = tokio::fs::metadata(prompt)
         .await
         .map_err(|e| format!("cannot read {shown}: {e}"))?;
@@ -335,7 +451,9 @@ async fn read_prompt(prompt: &Path, shown: &str, id: &str) -> Result<Prompt, Str
             "{shown} is not a promptforge prompt: its frontmatter declares no `promptforge:` version"
         ));
     }
-    Prompt::parse_named(shown, &source, id, &NullObserver).map_err(|e| e.to_string())
+    let parsed =
+        Prompt::parse_named(shown, &source, id, &NullObserver).map_err(|e| e.to_string())?;
+    Ok((parsed, source))
 }
 
 /// The failure text, led by `file:line: ` when the error maps to a line of the prompt.

@@ -157,10 +157,10 @@ async fn unknown_and_removed_flags_are_refused_with_usage() {
             "{}",
             out.stderr
         );
-        assert!(
-            out.stderr
-                .contains("usage: promptforge-dev [--watch] [--capture-raw] <prompt.md> [input]")
-        );
+        assert!(out.stderr.contains(
+            "usage: promptforge-dev [--watch] [--capture-raw] [--trace FILE] \
+                 [--trace-html FILE] [--ui] <prompt.md> [input]"
+        ));
         assert_eq!(out.stdout, "");
     }
     let out = run(dir.path(), &[], Some("http://127.0.0.1:9"), Some(KEY)).await;
@@ -904,4 +904,183 @@ async fn ctrl_c_during_a_fanout_waits_for_the_arms_and_exits_130() {
     assert!(stderr.contains("dev run failed: "), "{stderr}");
     assert!(stderr.contains("summary:"), "{stderr}");
     assert!(dir.path().join("p.store/started.txt").exists());
+}
+
+// ---------------------------------------------------------------- traces and the live viewer
+
+/// A prompt with a local tool that changes the store, and a model turn that calls it.
+fn traced_prompt(marker: &str) -> String {
+    format!(
+        "{}# Live\n\n```lua\nmodels.default(\"writer\", \"a small instruction-following chat model\")\nstore.write(\"notes.md\", \"draft {marker}\\n\")\n```\n\n## Main\n\n```lua\ntools.add_local(\"lookup\", \"Look up a fact by key\", {{key = {{\"string\", \"the key\"}}}}, function(a)\n  store.str_replace(\"notes.md\", \"draft\", \"final\")\n  return \"fact \" .. a.key\nend)\n```\n\nTell me about {{{{ args }}}}.\n",
+        frontmatter("live")
+    )
+}
+
+#[track_caller]
+fn assert_valid_trace(document: &serde_json::Value) {
+    let errors = promptforge_test_support::schema_errors(promptforge_core::trace::SCHEMA, document);
+    assert!(errors.is_empty(), "invalid trace:\n{}", errors.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_flags_write_a_valid_trace_and_viewer() {
+    let upstream = gateway(vec![
+        calls(&[("lookup", r#"{"key":"rust"}"#)]),
+        text("done v1"),
+    ])
+    .await;
+    let dir = Dir::new();
+    dir.write("p.md", &traced_prompt("v1"));
+    let out = dev(
+        dir.path(),
+        &["--trace", "t.json", "--trace-html=t.html", "p.md", "in"],
+        &upstream,
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "done v1");
+    let document: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap()).unwrap();
+    assert_valid_trace(&document);
+    assert_eq!(document["run"]["status"], "ok");
+    let spans = document["spans"].as_array().unwrap();
+    let tool = spans.iter().find(|s| s["kind"] == "tool_call").unwrap();
+    assert_eq!(tool["attrs"]["source"], "local");
+    assert_eq!(tool["attrs"]["result"], "fact rust");
+    // The handler's store change nests under its tool call.
+    let change = spans
+        .iter()
+        .find(|s| s["kind"] == "store" && s["attrs"]["op"] == "str_replace")
+        .unwrap();
+    assert_eq!(change["parent"], tool["id"]);
+    let html = std::fs::read_to_string(dir.path().join("t.html")).unwrap();
+    assert!(html.contains(document["trace_id"].as_str().unwrap()));
+    // A trace target in a missing directory is a usage error before anything runs.
+    let out = dev(
+        dir.path(),
+        &["--trace", "no/such/t.json", "p.md"],
+        &upstream,
+    )
+    .await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: --trace no/such/t.json"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_ui_streams_each_run_live_to_a_browser_and_compares_two_runs() {
+    let slow_reply = json!({"choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "done v2"}}]});
+    let upstream = gateway(vec![
+        calls(&[("lookup", r#"{"key":"rust"}"#)]),
+        text("done v1"),
+        calls(&[("lookup", r#"{"key":"lua"}"#)]),
+        Reply::Slow(Duration::from_secs(4), slow_reply),
+    ])
+    .await;
+    let dir = Dir::new();
+    let prompt = dir.write("p.md", &traced_prompt("v1"));
+    let live = Live::spawn(dir.path(), &["--watch", "--ui", "p.md", "in"], &upstream);
+    live.wait_stderr(1, |l| l.starts_with("ui: http://127.0.0.1:"))
+        .await;
+    live.wait_stdout("done v1").await;
+    let url = live
+        .stderr()
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("ui: ")
+                .map(|rest| rest.split(' ').next().unwrap().to_owned())
+        })
+        .unwrap();
+    assert!(
+        url.ends_with('/') && url.len() > "http://127.0.0.1:1/".len() + 32,
+        "{url}"
+    );
+
+    let browser = promptforge_test_support::browser::Browser::locate().unwrap();
+    let shots = promptforge_test_support::browser::artifacts_dir();
+    std::fs::create_dir_all(&shots).unwrap();
+    let signal = dir.path().join("page-ready");
+    let steps = json!([
+        {"goto": url},
+        {"wait": "body[data-ready='1']", "state": "attached"},
+        {"wait": "#tree .row[data-kind='tool_call']", "state": "attached"},
+        {"texts": "#tree .row .name", "as": "names"},
+        {"click": "#tree .row[data-kind='tool_call'] .name"},
+        {"text": "#details pre.args", "as": "arguments"},
+        {"screenshot": shots.join("viewer-live-trace.png").to_str().unwrap(), "clip": {"x": 0, "y": 0, "width": 1400, "height": 760}},
+        {"click": "nav button[data-tab='store']"},
+        {"click": "#store-steps .row[data-step='1'] .name"},
+        {"texts": "#store-view .diff .del", "as": "removed"},
+        {"texts": "#store-view .diff .add", "as": "added"},
+        {"click": "nav button[data-tab='trace']"},
+        {"signal": signal.to_str().unwrap()},
+        // The save starts run 2: the page follows it while its model turn is still open.
+        {"wait": "#status.running", "state": "attached"},
+        {"wait": "#tree .row[data-kind='model_turn']", "state": "attached"},
+        {"texts": "#tree .row .dur", "as": "live_durations"},
+        {"wait": "#status.ok", "state": "attached"},
+        {"click": "nav button[data-tab='compare']"},
+        {"wait": "#compare-summary"},
+        {"text": "#compare-summary", "as": "compare"},
+        {"texts": "#compare .cell.changed > div:first-child", "as": "changed"},
+        {"screenshot": shots.join("viewer-live-compare.png").to_str().unwrap(), "clip": {"x": 0, "y": 0, "width": 1400, "height": 760}},
+    ]);
+    let save = async {
+        tokio::time::timeout(WAIT, async {
+            while !signal.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the page signals it is ready");
+        std::fs::write(&prompt, traced_prompt("v2")).unwrap();
+    };
+    let (report, ()) = tokio::join!(browser.run(&steps), save);
+    let report = report.unwrap();
+    assert_eq!(
+        report["errors"],
+        json!([]),
+        "{report}\n{}",
+        live.stderr().join("\n")
+    );
+    let names = report["names"].as_array().unwrap();
+    for section in ["# Live", "## Main", "lookup", "notes.md"] {
+        assert!(
+            names.contains(&json!(section)),
+            "{section} not in {names:?}"
+        );
+    }
+    assert!(
+        report["arguments"]
+            .as_str()
+            .unwrap()
+            .contains("\"key\": \"rust\""),
+        "{report}"
+    );
+    assert_eq!(report["removed"], json!(["draft v1"]), "{report}");
+    assert_eq!(report["added"], json!(["final v1"]), "{report}");
+    // While run 2 waited on the model, its open span showed as running.
+    assert!(
+        report["live_durations"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("running")),
+        "{report}"
+    );
+    assert!(
+        report["compare"]
+            .as_str()
+            .unwrap()
+            .contains("with different results"),
+        "{report}"
+    );
+    let changed = report["changed"].as_array().unwrap();
+    assert!(changed.contains(&json!("model smol-chat")), "{report}");
+    live.wait_stdout("done v2").await;
+    let (code, _, _) = live.interrupted().await;
+    assert_eq!(code, Some(130));
 }

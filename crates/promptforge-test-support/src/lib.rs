@@ -7,6 +7,7 @@
 //! as a value lives ([`Loopback`]), the bearer check ([`has_bearer`]), and a chat route
 //! that replays queued replies and records every request ([`Replay`]).
 
+pub mod browser;
 mod replay;
 
 pub use replay::{Replay, Reply};
@@ -50,6 +51,22 @@ impl Loopback {
     pub fn url(&self) -> &str {
         &self.url
     }
+}
+
+/// Every way `document` breaks the JSON Schema `schema` (empty when it is valid): the
+/// trace tests check each trace they produce against `trace.schema.json` with it.
+///
+/// # Panics
+/// When `schema` is not a valid JSON Schema (a bug in the schema file, not in a test).
+#[must_use]
+#[allow(clippy::expect_used)]
+pub fn schema_errors(schema: &str, document: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value = serde_json::from_str(schema).expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(document)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
 }
 
 /// Whether `headers` carry `Authorization: Bearer <key>` exactly (the scheme as every

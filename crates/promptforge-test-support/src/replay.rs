@@ -34,6 +34,7 @@ pub struct Replay {
     key: String,
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
+    traceparents: Mutex<Vec<Option<String>>>,
 }
 
 impl Replay {
@@ -43,12 +44,22 @@ impl Replay {
             key: key.to_owned(),
             replies: Mutex::new(replies.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
+            traceparents: Mutex::new(Vec::new()),
         })
     }
 
     /// The JSON bodies of the requests so far, in arrival order.
     pub fn requests(&self) -> Vec<Value> {
         self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The `traceparent` header of each recorded request (`None` where it had none), in
+    /// arrival order.
+    pub fn traceparents(&self) -> Vec<Option<String>> {
+        self.traceparents
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -86,6 +97,15 @@ async fn chat(State(replay): State<Arc<Replay>>, headers: HeaderMap, body: Strin
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(body);
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    replay
+        .traceparents
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(traceparent);
     let next = replay
         .replies
         .lock()

@@ -212,6 +212,19 @@ impl ModelResolver {
         description: &str,
         opts: &ModelOpts,
     ) -> Result<ModelBinding, RunError> {
+        self.resolve_inspecting(declaration, alias, description, opts, |_, _| {})
+    }
+
+    /// [`ModelResolver::resolve`], showing `inspect` the filtered catalog's picker and its
+    /// decision before the decision becomes a binding or an error (a preview's view).
+    pub(crate) fn resolve_inspecting(
+        &self,
+        declaration: Declaration,
+        alias: &str,
+        description: &str,
+        opts: &ModelOpts,
+        inspect: impl FnOnce(&ToolPicker, &Outcome<'_>),
+    ) -> Result<ModelBinding, RunError> {
         let call = declaration.function();
         let admitted: Vec<&ModelDescriptor> =
             self.catalog.iter().filter(|m| opts.admits(m)).collect();
@@ -258,6 +271,7 @@ impl ModelResolver {
         let outcome = picker.resolve(description).map_err(|e| {
             binding_error(format!("cannot embed the description `{description}`: {e}")).caused_by(e)
         })?;
+        inspect(picker, &outcome);
         let chosen = match outcome {
             Outcome::Bind(tool) => tool.name().to_owned(),
             Outcome::Absent => {
@@ -312,6 +326,18 @@ pub(crate) fn resolve_tool(
     alias: &str,
     description: &str,
 ) -> Result<Arc<dyn Tool>, RunError> {
+    resolve_tool_inspecting(picker, tools, alias, description, |_, _| {})
+}
+
+/// [`resolve_tool`], showing `inspect` the picker and its decision before the decision
+/// becomes a tool or an error (a preview's view).
+pub(crate) fn resolve_tool_inspecting(
+    picker: Option<&ToolPicker>,
+    tools: &ToolCatalog,
+    alias: &str,
+    description: &str,
+    inspect: impl FnOnce(&ToolPicker, &Outcome<'_>),
+) -> Result<Arc<dyn Tool>, RunError> {
     let Some(picker) = picker else {
         return Err(binding_error(format!(
             "tools.bind(\"{alias}\", \"{description}\"): this run has no tool picker, so no tool can be bound"
@@ -320,6 +346,7 @@ pub(crate) fn resolve_tool(
     let outcome = picker.resolve(description).map_err(|e| {
         binding_error(format!("cannot embed the description `{description}`: {e}")).caused_by(e)
     })?;
+    inspect(picker, &outcome);
     let id = match outcome {
         Outcome::Bind(tool) => tool.id().clone(),
         Outcome::Absent => {

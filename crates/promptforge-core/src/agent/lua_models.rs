@@ -31,7 +31,7 @@ pub(crate) fn handle(lua: &Lua, binding: &ModelBinding) -> mlua::Result<Table> {
 }
 
 /// Reads and checks a `models.bind` opts table.
-fn opts(value: Value) -> Result<ModelOpts, RunError> {
+pub(super) fn opts(value: Value) -> Result<ModelOpts, RunError> {
     let mut opts = ModelOpts::default();
     let table = match value {
         Value::Nil => return Ok(opts),

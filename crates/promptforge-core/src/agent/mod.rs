@@ -16,6 +16,7 @@
 mod bindings;
 mod lua_models;
 mod lua_tools;
+pub(crate) mod preview;
 mod turns;
 
 use std::future::Future;
@@ -55,6 +56,8 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn cancel(&self) -> &CancellationToken;
     /// Reports an observation for the unit's section.
     fn observe(&self, event: Observation<'_>);
+    /// The unit's trace (off when the run is not traced).
+    fn trace(&self) -> &crate::trace::UnitTrace;
 }
 
 /// What a model turn needs from the unit's Lua VM.
@@ -90,6 +93,9 @@ pub(crate) struct RunAgent {
     resolver: ModelResolver,
     request_limits: RequestLimits,
     max_tool_iterations: u32,
+    /// The run's span: a client built from the environment adds its key to the trace's
+    /// redaction list.
+    trace: crate::trace::Scope,
 }
 
 /// What the walk hands the agent layer when a run starts.
@@ -101,6 +107,7 @@ pub(crate) struct AgentConfig<'a> {
     pub(crate) nonce: &'a str,
     pub(crate) client: Option<GatewayClient>,
     pub(crate) debug: Option<Arc<dyn DebugCapture>>,
+    pub(crate) trace: crate::trace::Scope,
 }
 
 impl RunAgent {
@@ -113,6 +120,7 @@ impl RunAgent {
             nonce,
             client,
             debug,
+            trace,
         } = config;
         let picker = resolution.picker.map(crate::resolve::PickerSource::to_lazy);
         let models = resolution.models.cloned().unwrap_or_default();
@@ -136,15 +144,26 @@ impl RunAgent {
                 .max_tool_iterations
                 .unwrap_or_else(|| prompt.frontmatter().max_tool_iterations())
                 .get(),
+            trace,
         }
     }
 
     /// The gateway client: the configured one, else one built from the environment at the
     /// first model call.
     fn client(&self) -> Result<&GatewayClient, RunError> {
-        let client = self.client.get_or_init(|| match &self.configured_client {
-            Some(client) => Ok(client.clone()),
-            None => GatewayClient::from_env(),
+        let client = self.client.get_or_init(|| {
+            let client = match &self.configured_client {
+                Some(client) => Ok(client.clone()),
+                None => GatewayClient::from_env(),
+            };
+            if let Some(key) = client
+                .as_ref()
+                .ok()
+                .and_then(GatewayClient::key_for_redaction)
+            {
+                self.trace.add_secret(key);
+            }
+            client
         });
         client
             .as_ref()
@@ -164,7 +183,7 @@ impl RunAgent {
 }
 
 /// The picker of a lazy handle, building it on first use; `None` without a handle.
-fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError> {
+pub(crate) fn picker_of(lazy: Option<&LazyPicker>) -> Result<Option<&ToolPicker>, RunError> {
     lazy.map(|l| {
         l.get().map_err(|e| {
             bindings::binding_error(format!(
@@ -213,6 +232,8 @@ pub(crate) fn install_aliases<H: Host>(lua: &Lua, host: &H) -> mlua::Result<()> 
 pub(crate) struct InferCall {
     model: Arc<ModelBinding>,
     prompt: String,
+    /// The calling Lua line, for the trace.
+    line: Option<usize>,
 }
 
 impl InferCall {
@@ -221,6 +242,7 @@ impl InferCall {
         Ok(Self {
             model: lua_models::section_model(host)?,
             prompt,
+            line: None,
         })
     }
 
@@ -233,11 +255,18 @@ impl InferCall {
         Ok(Self {
             model: host.agent().bindings().model(alias)?,
             prompt,
+            line: None,
         })
+    }
+
+    /// Records `line` as the calling line in the trace.
+    pub(crate) fn at_line(mut self, line: Option<usize>) -> Self {
+        self.line = line;
+        self
     }
 
     /// One tool-free round on a fresh conversation; never touches `reply` or `sys`.
     pub(crate) async fn run<H: Host>(self, host: &H) -> Result<String, RunError> {
-        turns::infer(host, &self.model, self.prompt).await
+        turns::infer(host, &self.model, self.prompt, self.line).await
     }
 }

@@ -12,6 +12,7 @@ use crate::client::{ChatMessage, ChatRequest, ChatResponse, CompletionError, Too
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::{DebugEvent, Observation};
 use crate::tools::Tool;
+use crate::trace::{Attrs, End, SpanGuard, SpanKind};
 
 /// How many model rounds a prose block may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +117,7 @@ pub(crate) async fn prose_turn<H: Host, V: TurnVm>(
         scope.conversation.push(ChatMessage::User(text));
     }
     if rounds == Rounds::Single {
-        let response = model_round(vm, host, &model, Vec::new()).await?;
+        let response = model_round(vm, host, &model, Vec::new(), line).await?;
         let reply = response.content.clone().unwrap_or_default();
         if reply.trim().is_empty() {
             return Err(empty_reply(&response));
@@ -134,7 +135,7 @@ pub(crate) async fn prose_turn<H: Host, V: TurnVm>(
     let iterations = host.agent().max_tool_iterations;
     let mut calls_done = 0u32;
     for _ in 0..iterations {
-        let response = model_round(vm, host, &model, specs.clone()).await?;
+        let response = model_round(vm, host, &model, specs.clone(), line).await?;
         if response.tool_calls.is_empty() {
             let reply = response.content.clone().unwrap_or_default();
             if reply.trim().is_empty() {
@@ -154,7 +155,7 @@ pub(crate) async fn prose_turn<H: Host, V: TurnVm>(
             tool_calls: response.tool_calls.clone(),
         });
         for call in &response.tool_calls {
-            let content = dispatch(vm, host, &offered, call).await?;
+            let content = dispatch(vm, host, &offered, call, line).await?;
             calls_done += 1;
             host.scope().conversation.push(ChatMessage::Tool {
                 tool_call_id: call.id.clone(),
@@ -189,9 +190,10 @@ async fn model_round<H: Host, V: TurnVm>(
     host: &H,
     model: &ModelBinding,
     tools: Vec<ToolSpec>,
+    line: usize,
 ) -> Result<ChatResponse, RunError> {
     let messages = host.scope().conversation.clone();
-    let response = request(host, model, messages, tools).await?;
+    let response = request(host, model, messages, tools, Some(line), false).await?;
     vm.set_sys_model(&model.model_id, response.finish_reason.as_deref())?;
     Ok(response)
 }
@@ -202,20 +204,24 @@ pub(crate) async fn infer<H: Host>(
     host: &H,
     model: &ModelBinding,
     prompt: String,
+    line: Option<usize>,
 ) -> Result<String, RunError> {
-    let response = request(host, model, vec![ChatMessage::User(prompt)], Vec::new()).await?;
+    let messages = vec![ChatMessage::User(prompt)];
+    let response = request(host, model, messages, Vec::new(), line, true).await?;
     match response.content.clone() {
         Some(text) if !text.trim().is_empty() => Ok(text),
         _ => Err(empty_reply(&response)),
     }
 }
 
-/// Sends one request with cancellation, debug capture and observations.
+/// Sends one request with cancellation, debug capture, observations and its trace span.
 async fn request<H: Host>(
     host: &H,
     model: &ModelBinding,
     messages: Vec<ChatMessage>,
     tools: Vec<ToolSpec>,
+    line: Option<usize>,
+    infer: bool,
 ) -> Result<ChatResponse, RunError> {
     let run = host.agent();
     let client = run.client()?;
@@ -232,19 +238,44 @@ async fn request<H: Host>(
         scope.turns += 1;
         scope.turns - 1
     };
-    if let Some(debug) = &run.debug {
-        let body = request.to_json();
+    let trace = host.trace().current();
+    let body = (run.debug.is_some() || trace.is_on()).then(|| request.to_json());
+    let span = trace.start(SpanKind::ModelTurn, &model.model_id, line, None, |attrs| {
+        attrs.text("model", &model.model_id);
+        attrs.number("turn", u64::from(turn));
+        attrs.flag("infer", infer);
+        if let Some(endpoint) = client.endpoint() {
+            attrs.text("gateway", endpoint);
+        }
+        if let Some(body) = &body {
+            attrs.json("request", body);
+        }
+    });
+    if let (Some(debug), Some(body)) = (&run.debug, &body) {
         debug.on_event(
             &run.execution,
             host.heading(),
             turn,
-            DebugEvent::Request { body: &body },
+            DebugEvent::Request { body },
         );
     }
-    let response = tokio::select! {
-        response = client.chat(&request, run.request_limits) => response?,
-        () = host.cancel().cancelled() => return Err(RunError::cancelled()),
+    let traceparent = span.scope().traceparent();
+    let sent = tokio::select! {
+        response = client.chat_traced(&request, run.request_limits, traceparent.as_deref()) => {
+            response.map_err(RunError::from)
+        }
+        () = host.cancel().cancelled() => Err(RunError::cancelled()),
     };
+    let (response, first_byte) = match sent {
+        Ok(sent) => sent,
+        Err(error) => {
+            span.end(End::Error(&error), |_| {});
+            return Err(error);
+        }
+    };
+    span.end(End::Ok, |attrs| {
+        trace_reply(attrs, &response, first_byte, traceparent)
+    });
     if let Some(debug) = &run.debug {
         debug.on_event(
             &run.execution,
@@ -269,6 +300,64 @@ async fn request<H: Host>(
         });
     }
     Ok(response)
+}
+
+/// A model turn's end-time trace attributes: the reply, finish reason, token usage and
+/// timing.
+fn trace_reply(
+    attrs: &mut Attrs,
+    response: &ChatResponse,
+    first_byte: Option<std::time::Duration>,
+    traceparent: Option<String>,
+) {
+    let calls: Vec<Json> = response
+        .tool_calls
+        .iter()
+        .map(|call| serde_json::json!({"id": call.id, "name": call.name, "arguments": call.arguments}))
+        .collect();
+    let mut reply = serde_json::Map::new();
+    reply.insert(
+        "content".into(),
+        response.content.clone().map_or(Json::Null, Json::String),
+    );
+    reply.insert("tool_calls".into(), Json::Array(calls));
+    if let Some(reasoning) = &response.reasoning {
+        reply.insert("reasoning".into(), Json::String(reasoning.clone()));
+    }
+    attrs.json("reply", &Json::Object(reply));
+    if let Some(reason) = &response.finish_reason {
+        attrs.text("finish_reason", reason);
+    }
+    let raw = &response.raw;
+    if let Some(usage) = raw.get("usage") {
+        let count = |key: &str| usage.get(key).and_then(Json::as_u64);
+        let mut tokens = serde_json::Map::new();
+        for (from, to) in [
+            ("prompt_tokens", "input_tokens"),
+            ("completion_tokens", "output_tokens"),
+            ("total_tokens", "total_tokens"),
+        ] {
+            if let Some(n) = count(from) {
+                tokens.insert(to.into(), Json::from(n));
+            }
+        }
+        attrs.json("usage", &Json::Object(tokens));
+    }
+    if let Some(model) = raw.get("model").and_then(Json::as_str) {
+        attrs.text("response_model", model);
+    }
+    if let Some(id) = raw.get("id").and_then(Json::as_str) {
+        attrs.text("response_id", id);
+    }
+    if let Some(first_byte) = first_byte {
+        attrs.number(
+            "first_byte_us",
+            u64::try_from(first_byte.as_micros()).unwrap_or(u64::MAX),
+        );
+    }
+    if let Some(traceparent) = traceparent {
+        attrs.text("traceparent", &traceparent);
+    }
 }
 
 /// The tools the section offers: `tools.always`, then `tools.add`, then the local tools
@@ -401,7 +490,54 @@ async fn dispatch<H: Host, V: TurnVm>(
     host: &H,
     offered: &[Offered],
     call: &ToolCall,
+    line: usize,
 ) -> Result<String, RunError> {
+    let entry = offered.iter().find(|o| o.wire_name() == call.name);
+    let span =
+        host.trace()
+            .current()
+            .start(SpanKind::ToolCall, &call.name, Some(line), None, |attrs| {
+                attrs.text("tool", &call.name);
+                attrs.text("call_id", &call.id);
+                match serde_json::from_str::<Json>(&call.arguments) {
+                    Ok(arguments) => attrs.json("arguments", &arguments),
+                    Err(_) => attrs.text("arguments", &call.arguments),
+                }
+                if let Some(entry) = entry {
+                    attrs.text("alias", entry.alias());
+                    match entry {
+                        Offered::Catalog { tool, .. } => {
+                            attrs.text("source", "catalog");
+                            attrs.text("tool_id", &tool.id().to_string());
+                        }
+                        Offered::Local { .. } => attrs.text("source", "local"),
+                    }
+                } else {
+                    attrs.text("source", "unknown");
+                }
+            });
+    let outcome = dispatch_inner(vm, host, offered, call, &span).await;
+    match &outcome {
+        Ok((text, Ok(trusted))) => span.end(End::Ok, |attrs| {
+            attrs.text("result", text);
+            attrs.flag("trusted", *trusted);
+        }),
+        Ok((text, Err(why))) => span.end(End::Failed("tool", why), |attrs| {
+            attrs.text("result", text);
+        }),
+        Err(error) => span.end(End::Error(error), |_| {}),
+    }
+    outcome.map(|(text, _)| text)
+}
+
+/// Runs one tool call: `(text for the model, Ok(trusted) or Err(why it failed))`.
+async fn dispatch_inner<H: Host, V: TurnVm>(
+    vm: &V,
+    host: &H,
+    offered: &[Offered],
+    call: &ToolCall,
+    span: &SpanGuard,
+) -> Result<(String, Result<bool, String>), RunError> {
     let run = host.agent();
     let Some(entry) = offered.iter().find(|o| o.wire_name() == call.name) else {
         let declared = run
@@ -428,7 +564,7 @@ async fn dispatch<H: Host, V: TurnVm>(
             tool: &call.name,
             error: &why,
         });
-        return Ok(why);
+        return Ok((why.clone(), Err(why)));
     };
     *host
         .scope()
@@ -443,8 +579,8 @@ async fn dispatch<H: Host, V: TurnVm>(
                 () = host.cancel().cancelled() => return Err(RunError::cancelled()),
             };
             match result {
-                Ok(output) if output.is_trusted() => Ok(output.into_text()),
-                Ok(output) => Ok(crate::envelope::wrap(output.text(), &run.nonce)),
+                Ok(output) if output.is_trusted() => Ok((output.into_text(), true)),
+                Ok(output) => Ok((crate::envelope::wrap(output.text(), &run.nonce), false)),
                 Err(error) if error.is_cancelled() => return Err(RunError::tool_cancelled(error)),
                 Err(error) => Err(error.to_string()),
             }
@@ -454,25 +590,31 @@ async fn dispatch<H: Host, V: TurnVm>(
             // error ends the section; every other failure is text for the model.
             let handled = match check_local_args(params, &call.arguments) {
                 Ok(args) => match local_handler(vm.lua(), alias) {
-                    Ok(handler) => vm.run_handler(alias, handler, args).await?,
+                    Ok(handler) => {
+                        // The handler's store writes and logs nest under its tool call.
+                        let _entered = host.trace().enter(span.scope());
+                        vm.run_handler(alias, handler, args).await?
+                    }
                     Err(error) => Err(error),
                 },
                 Err(error) => Err(error),
             };
-            handled.map_err(|error| error.message().to_owned())
+            handled
+                .map(|text| (text, true))
+                .map_err(|error| error.message().to_owned())
         }
     };
     match outcome {
-        Ok(text) => {
+        Ok((text, trusted)) => {
             host.observe(Observation::ToolCallSucceeded { tool: &call.name });
-            Ok(text)
+            Ok((text, Ok(trusted)))
         }
         Err(why) => {
             host.observe(Observation::ToolCallFailed {
                 tool: &call.name,
                 error: &why,
             });
-            Ok(format!("error: {why}"))
+            Ok((format!("error: {why}"), Err(why)))
         }
     }
 }

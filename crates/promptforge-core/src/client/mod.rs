@@ -10,7 +10,7 @@ mod wire;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use reqwest::{StatusCode, Url};
@@ -174,6 +174,11 @@ impl GatewayClient {
         self.inner.as_ref().map(|inner| inner.base.as_str())
     }
 
+    /// The key, for the trace's redaction list (never recorded or printed).
+    pub(crate) fn key_for_redaction(&self) -> Option<&str> {
+        self.inner.as_ref().map(|inner| inner.key.expose())
+    }
+
     fn inner(&self) -> Result<&Inner, CompletionError> {
         self.inner.as_deref().ok_or_else(|| {
             CompletionError::new(
@@ -189,11 +194,32 @@ impl GatewayClient {
         request: &ChatRequest,
         limits: RequestLimits,
     ) -> Result<ChatResponse, CompletionError> {
+        self.chat_traced(request, limits, None)
+            .await
+            .map(|(response, _)| response)
+    }
+
+    /// One chat completion carrying `traceparent` (W3C Trace Context) when given; also
+    /// returns how long the first byte of the response body took to arrive.
+    pub(crate) async fn chat_traced(
+        &self,
+        request: &ChatRequest,
+        limits: RequestLimits,
+        traceparent: Option<&str>,
+    ) -> Result<(ChatResponse, Option<Duration>), CompletionError> {
         let what = "chat completion";
-        let raw = self
-            .post_json("v1/chat/completions", &request.to_json(), limits, what)
+        let (raw, first_byte) = self
+            .post_json_traced(
+                "v1/chat/completions",
+                &request.to_json(),
+                limits,
+                what,
+                traceparent,
+            )
             .await?;
-        ChatResponse::from_json(raw).map_err(|why| CompletionError::malformed(what, why))
+        let response =
+            ChatResponse::from_json(raw).map_err(|why| CompletionError::malformed(what, why))?;
+        Ok((response, first_byte))
     }
 
     /// `GET /v1/models`.
@@ -209,7 +235,7 @@ impl GatewayClient {
             .send()
             .await
             .map_err(|e| CompletionError::transport(&e, what, &url))?;
-        let body = read_body(response, limits, &Call::new(inner, what, &url)).await?;
+        let (body, _) = read_body(response, limits, &Call::new(inner, what, &url), None).await?;
         ModelCatalog::from_models_json(&body).map_err(|e| CompletionError::malformed(what, e))
     }
 
@@ -236,19 +262,40 @@ impl GatewayClient {
         limits: RequestLimits,
         what: &str,
     ) -> Result<Json, CompletionError> {
+        self.post_json_traced(path, body, limits, what, None)
+            .await
+            .map(|(json, _)| json)
+    }
+
+    async fn post_json_traced(
+        &self,
+        path: &str,
+        body: &Json,
+        limits: RequestLimits,
+        what: &str,
+        traceparent: Option<&str>,
+    ) -> Result<(Json, Option<Duration>), CompletionError> {
         let inner = self.inner()?;
         let url = inner.url(path)?;
-        let response = inner
+        let mut request = inner
             .http
             .post(url.clone())
             .bearer_auth(inner.key.expose())
             .timeout(limits.timeout)
-            .json(body)
+            .json(body);
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
+        }
+        let sent = Instant::now();
+        let response = request
             .send()
             .await
             .map_err(|e| CompletionError::transport(&e, what, &url))?;
-        let bytes = read_body(response, limits, &Call::new(inner, what, &url)).await?;
-        serde_json::from_slice(&bytes).map_err(|e| CompletionError::malformed(what, e))
+        let (bytes, first_byte) =
+            read_body(response, limits, &Call::new(inner, what, &url), Some(sent)).await?;
+        let json =
+            serde_json::from_slice(&bytes).map_err(|e| CompletionError::malformed(what, e))?;
+        Ok((json, first_byte))
     }
 }
 
@@ -278,11 +325,13 @@ impl<'a> Call<'a> {
 }
 
 /// Reads a response body up to the byte cap; non-success statuses become backend errors.
+/// With `sent`, also returns how long after it the first body byte arrived.
 async fn read_body(
     response: reqwest::Response,
     limits: RequestLimits,
     call: &Call<'_>,
-) -> Result<Vec<u8>, CompletionError> {
+    sent: Option<Instant>,
+) -> Result<(Vec<u8>, Option<Duration>), CompletionError> {
     let what = call.what;
     let status = response.status();
     let too_large = || {
@@ -301,9 +350,13 @@ async fn read_body(
         return Err(too_large());
     }
     let mut body = Vec::new();
+    let mut first_byte = None;
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| CompletionError::transport(&e, what, call.url))?;
+        if first_byte.is_none() && !chunk.is_empty() {
+            first_byte = sent.map(|sent| sent.elapsed());
+        }
         if (body.len() + chunk.len()) as u64 > limits.max_response_bytes {
             return Err(too_large());
         }
@@ -317,7 +370,7 @@ async fn read_body(
             String::from_utf8_lossy(&body).into_owned(),
         ));
     }
-    Ok(body)
+    Ok((body, first_byte))
 }
 
 /// Validates and normalises a gateway base URL: the result ends with `/` and has no `/v1`.

@@ -12,7 +12,8 @@ use crate::agent::InferCall;
 use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
 use crate::sandbox::HELPERS_KEY;
-use crate::sandbox::values::{raise, to_json};
+use crate::sandbox::values::{prompt_line, raise, to_json};
+use crate::trace::{Attrs, End, SpanKind};
 
 /// The longest `log()` message, in Unicode scalar values.
 const MAX_LOG_CHARS: usize = 256;
@@ -37,6 +38,12 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
                         message: &message,
                     },
                 );
+                let scope = log_unit.trace.current();
+                if scope.is_on() {
+                    scope.instant(SpanKind::Log, &message, prompt_line(lua), End::Ok, |a| {
+                        a.text("message", &message);
+                    });
+                }
             }
             Ok(())
         })?,
@@ -53,8 +60,14 @@ pub(crate) fn install(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<()> {
     let host_unit = Arc::clone(unit);
     let host = lua.create_async_function(move |lua, (op, a, b): (String, Value, Value)| {
         let unit = Arc::clone(&host_unit);
-        let call = HostCall::prepare(&lua, &unit, &op, a, b).map_err(|e| raise(&lua, e));
-        async move { call?.run(&lua, &unit).await }
+        // The calling line, for the trace (read now: the Lua stack is the caller's).
+        let line = if unit.trace.is_on() {
+            prompt_line(&lua)
+        } else {
+            None
+        };
+        let call = HostCall::prepare(&lua, &unit, &op, a, b, line).map_err(|e| raise(&lua, e));
+        async move { call?.run(&lua, &unit, line).await }
     })?;
     let helpers: Table = lua.named_registry_value(HELPERS_KEY)?;
     helpers
@@ -100,6 +113,7 @@ impl HostCall {
         op: &str,
         a: Value,
         b: Value,
+        line: Option<usize>,
     ) -> Result<Self, RunError> {
         match op {
             "jump" => {
@@ -113,7 +127,11 @@ impl HostCall {
                         RunErrorKind::Control,
                         "jump is not available inside a local tool handler",
                     )),
-                    Phase::Body => Ok(Self::Jump(unit.resolve(&address)?)),
+                    Phase::Body => {
+                        let target = unit.resolve(&address)?;
+                        trace_jump(unit, target, line);
+                        Ok(Self::Jump(target))
+                    }
                 }
             }
             "execute" => {
@@ -129,15 +147,15 @@ impl HostCall {
             )?)),
             "infer" => {
                 let prompt = text(a, "models.infer's prompt")?;
-                Ok(Self::Infer(InferCall::section_model(&**unit, prompt)?))
+                Ok(Self::Infer(
+                    InferCall::section_model(&**unit, prompt)?.at_line(line),
+                ))
             }
             "model_infer" => {
                 let alias = text(a, "the model alias")?;
-                Ok(Self::Infer(InferCall::declared(
-                    &**unit,
-                    &alias,
-                    text(b, "infer's prompt")?,
-                )?))
+                Ok(Self::Infer(
+                    InferCall::declared(&**unit, &alias, text(b, "infer's prompt")?)?.at_line(line),
+                ))
             }
             other => Err(RunError::new(
                 RunErrorKind::Control,
@@ -146,15 +164,20 @@ impl HostCall {
         }
     }
 
-    async fn run(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
+    async fn run(self, lua: &Lua, unit: &Arc<Unit>, line: Option<usize>) -> mlua::Result<Value> {
         // Waiting on a nested walk, a fanout or a model is not the block's running time.
         let started = std::time::Instant::now();
-        let result = self.run_inner(lua, unit).await;
+        let result = self.run_inner(lua, unit, line).await;
         unit.waited(started.elapsed());
         result
     }
 
-    async fn run_inner(self, lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Value> {
+    async fn run_inner(
+        self,
+        lua: &Lua,
+        unit: &Arc<Unit>,
+        line: Option<usize>,
+    ) -> mlua::Result<Value> {
         match self {
             Self::Jump(target) => {
                 unit.request_jump(target);
@@ -163,18 +186,39 @@ impl HostCall {
                 Ok(Value::Nil)
             }
             Self::Execute(target, mut state, depth) => {
-                let ctx = unit.nested_ctx(depth, unit.scopes.clone(), unit.cancel.clone());
-                let end = walk(&ctx, target.section(), Entry::Addressed, &mut state)
-                    .await
-                    .map_err(mlua::Error::external)?;
+                let data = &unit.run.prompt.data;
+                let section = &data.sections[target.section()];
+                let span = unit.trace.current().start(
+                    SpanKind::Execute,
+                    &section.heading(),
+                    line,
+                    None,
+                    |attrs| attrs.json("input", &state.args),
+                );
+                let ctx = unit.nested_ctx(
+                    depth,
+                    unit.scopes.clone(),
+                    unit.cancel.clone(),
+                    span.scope(),
+                );
+                let end = walk(&ctx, target.section(), Entry::Addressed, &mut state).await;
                 let reply = match end {
-                    WalkEnd::Returned(value) => Some(value),
-                    WalkEnd::Exhausted => state.reply,
+                    Ok(WalkEnd::Returned(value)) => Some(value),
+                    Ok(WalkEnd::Exhausted) => state.reply,
+                    Err(error) => {
+                        span.end(End::Error(&error), |_| {});
+                        return Err(mlua::Error::external(error));
+                    }
                 };
+                span.end(End::Ok, |attrs| {
+                    if let Some(reply) = &reply {
+                        attrs.text("result", reply);
+                    }
+                });
                 reply.map_or(Ok(Value::Nil), |r| lua.create_string(r).map(Value::String))
             }
             Self::Fanout(plan) => {
-                let results = fanout::run(unit, plan)
+                let results = fanout::run(unit, plan, line)
                     .await
                     .map_err(mlua::Error::external)?;
                 fanout::results_table(lua, results).map(Value::Table)
@@ -247,11 +291,19 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
     table.set(
         "write",
         lua.create_function(move |lua, (path, contents): (String, String)| {
-            u.scopes.record_write(&path).map_err(|e| fail(lua, e))?;
             let size = contents.len() as u64;
-            u.run
-                .store_change(&path, |_| size, || s.write(&path, &contents))
-                .map_err(|e| raise(lua, e))?;
+            let changed = u
+                .scopes
+                .record_write(&path)
+                .map_err(RunError::from)
+                .and_then(|()| {
+                    u.run
+                        .store_change(&path, |_| size, || s.write(&path, &contents))
+                });
+            trace_change(lua, &u, "write", &path, &changed, |a| {
+                a.text("content", &contents);
+            });
+            changed.map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -267,9 +319,13 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "append",
         lua.create_function(move |lua, (path, contents): (String, String)| {
             let size = contents.len() as u64;
-            u.run
-                .store_change(&path, |old| old + size, || s.append(&path, &contents))
-                .map_err(|e| raise(lua, e))?;
+            let changed =
+                u.run
+                    .store_change(&path, |old| old + size, || s.append(&path, &contents));
+            trace_change(lua, &u, "append", &path, &changed, |a| {
+                a.text("content", &contents);
+            });
+            changed.map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -280,29 +336,36 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
             Ok(())
         })?,
     )?;
-    let s = store();
+    let (s, u) = (store(), Arc::clone(unit));
     table.set(
         "read",
         lua.create_function(
             move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
-                match (start, end) {
+                let read = match (start, end) {
                     (None, None) => s.read(&path),
                     _ => {
                         let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
                         s.read_lines(&path, start, end)
                     }
-                }
-                .map_err(|e| fail(lua, e))
+                };
+                trace_read(lua, &u, "read", &path, &read, |a, text| {
+                    a.number("bytes", text.len() as u64);
+                });
+                read.map_err(|e| fail(lua, e))
             },
         )?,
     )?;
-    let s = store();
+    let (s, u) = (store(), Arc::clone(unit));
     table.set(
         "read_numbered",
         lua.create_function(
             move |lua, (path, start, end): (String, Option<i64>, Option<i64>)| {
                 let (start, end) = bounds(start, end).map_err(|e| raise(lua, e))?;
-                s.read_numbered(&path, start, end).map_err(|e| fail(lua, e))
+                let read = s.read_numbered(&path, start, end);
+                trace_read(lua, &u, "read_numbered", &path, &read, |a, text| {
+                    a.number("bytes", text.len() as u64);
+                });
+                read.map_err(|e| fail(lua, e))
             },
         )?,
     )?;
@@ -311,13 +374,16 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         "str_replace",
         lua.create_function(move |lua, (path, old, new): (String, String, String)| {
             let (removed, added) = (old.len() as u64, new.len() as u64);
-            u.run
-                .store_change(
-                    &path,
-                    |size| size.saturating_sub(removed) + added,
-                    || s.str_replace(&path, &old, &new),
-                )
-                .map_err(|e| raise(lua, e))?;
+            let changed = u.run.store_change(
+                &path,
+                |size| size.saturating_sub(removed) + added,
+                || s.str_replace(&path, &old, &new),
+            );
+            trace_change(lua, &u, "str_replace", &path, &changed, |a| {
+                a.text("old", &old);
+                a.text("new", &new);
+            });
+            changed.map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -328,26 +394,35 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
             Ok(())
         })?,
     )?;
-    let s = store();
+    let (s, u) = (store(), Arc::clone(unit));
     table.set(
         "glob",
         lua.create_function(move |lua, pattern: String| {
-            let paths = s.glob(&pattern).map_err(|e| fail(lua, e))?;
-            lua.create_sequence_from(paths)
+            let found = s.glob(&pattern);
+            trace_read(lua, &u, "glob", &pattern, &found, |a, paths| {
+                a.number("matches", paths.len() as u64);
+            });
+            lua.create_sequence_from(found.map_err(|e| fail(lua, e))?)
         })?,
     )?;
-    let s = store();
+    let (s, u) = (store(), Arc::clone(unit));
     table.set(
         "exists",
-        lua.create_function(move |lua, path: String| s.exists(&path).map_err(|e| fail(lua, e)))?,
+        lua.create_function(move |lua, path: String| {
+            let exists = s.exists(&path);
+            trace_read(lua, &u, "exists", &path, &exists, |a, exists| {
+                a.flag("exists", *exists);
+            });
+            exists.map_err(|e| fail(lua, e))
+        })?,
     )?;
     let (s, u) = (store(), Arc::clone(unit));
     table.set(
         "delete",
         lua.create_function(move |lua, path: String| {
-            u.run
-                .store_change(&path, |_| 0, || s.delete(&path))
-                .map_err(|e| raise(lua, e))?;
+            let changed = u.run.store_change(&path, |_| 0, || s.delete(&path));
+            trace_change(lua, &u, "delete", &path, &changed, |_| {});
+            changed.map_err(|e| raise(lua, e))?;
             u.run.observe(
                 &u.heading,
                 Observation::StoreWrite {
@@ -359,6 +434,77 @@ fn store_table(lua: &Lua, unit: &Arc<Unit>) -> mlua::Result<Table> {
         })?,
     )?;
     Ok(table)
+}
+
+/// Records a store change (or its failure) in the trace, under the unit's innermost span;
+/// `seq` orders changes as they were made.
+fn trace_change(
+    lua: &Lua,
+    unit: &Unit,
+    op: &str,
+    path: &str,
+    outcome: &Result<u64, RunError>,
+    attrs: impl FnOnce(&mut Attrs),
+) {
+    let scope = unit.trace.current();
+    if !scope.is_on() {
+        return;
+    }
+    let end = match outcome {
+        Ok(_) => End::Ok,
+        Err(error) => End::Error(error),
+    };
+    scope.instant(SpanKind::Store, path, prompt_line(lua), end, |a| {
+        a.text("op", op);
+        a.text("path", path);
+        if let Ok(seq) = outcome {
+            a.number("seq", *seq);
+        }
+        attrs(a);
+    });
+}
+
+/// Records a store read in the trace (what was read, not its text).
+fn trace_read<T>(
+    lua: &Lua,
+    unit: &Unit,
+    op: &str,
+    path: &str,
+    outcome: &Result<T, crate::store::StoreError>,
+    attrs: impl FnOnce(&mut Attrs, &T),
+) {
+    let scope = unit.trace.current();
+    if !scope.is_on() {
+        return;
+    }
+    let error = outcome.as_ref().err().map(|e| RunError::from(e.clone()));
+    let end = error.as_ref().map_or(End::Ok, End::Error);
+    scope.instant(SpanKind::Store, path, prompt_line(lua), end, |a| {
+        a.text("op", op);
+        a.text("path", path);
+        if let Ok(value) = outcome {
+            attrs(a, value);
+        }
+    });
+}
+
+/// Records a `jump` in the trace.
+fn trace_jump(unit: &Unit, target: Target, line: Option<usize>) {
+    let scope = unit.trace.current();
+    if !scope.is_on() {
+        return;
+    }
+    let heading = unit.run.prompt.data.sections[target.section()].heading();
+    scope.instant(SpanKind::Jump, &heading, line, End::Ok, |a| {
+        a.text("target", &heading);
+        a.text(
+            "relation",
+            match target {
+                Target::Sibling { .. } => "sibling",
+                Target::Child { .. } => "child",
+            },
+        );
+    });
 }
 
 /// Converts optional Lua line bounds; a missing start means line 1.

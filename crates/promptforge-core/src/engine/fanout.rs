@@ -16,6 +16,7 @@ use crate::observe::Observation;
 use crate::prompt::SectionId;
 use crate::sandbox::HELPERS_KEY;
 use crate::sandbox::values::{from_lua_error, to_json};
+use crate::trace::{End, Scope, SpanKind};
 
 /// A validated fanout call.
 pub(crate) struct Plan {
@@ -156,7 +157,39 @@ fn member(lua: &Lua, value: Value, name: &str) -> Result<Json, RunError> {
 
 /// Runs every arm, at most `max_fanout_concurrency` at once, and returns results in
 /// collection order. The first fatal arm error cancels the siblings and is returned.
-pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, RunError> {
+pub(crate) async fn run(
+    unit: &Arc<Unit>,
+    plan: Plan,
+    line: Option<usize>,
+) -> Result<Vec<ArmResult>, RunError> {
+    let span = unit.trace.current().start(
+        SpanKind::Fanout,
+        &unit.run.prompt.data.sections[plan.worker].heading(),
+        line,
+        None,
+        |attrs| {
+            attrs.number("items", plan.members.len() as u64);
+            attrs.number(
+                "concurrency",
+                unit.run.limits.max_fanout_concurrency.get() as u64,
+            );
+        },
+    );
+    let results = run_arms(unit, plan, span.scope()).await;
+    match &results {
+        Ok(results) => span.end(End::Ok, |attrs| {
+            attrs.number("ok", results.iter().filter(|r| r.ok).count() as u64);
+            attrs.number(
+                "exhausted",
+                results.iter().filter(|r| r.exhausted).count() as u64,
+            );
+        }),
+        Err(error) => span.end(End::Error(error), |_| {}),
+    }
+    results
+}
+
+async fn run_arms(unit: &Arc<Unit>, plan: Plan, trace: Scope) -> Result<Vec<ArmResult>, RunError> {
     let registry = Arc::new(WriteRegistry::default());
     let cancel = unit.cancel.child_token();
     let permits = Arc::new(Semaphore::new(unit.run.limits.max_fanout_concurrency.get()));
@@ -196,6 +229,7 @@ pub(crate) async fn run(unit: &Arc<Unit>, plan: Plan) -> Result<Vec<ArmResult>, 
                     plan.depth,
                     unit.scopes.enter(&registry, index),
                     cancel.clone(),
+                    trace.clone(),
                 );
                 let state = WalkState {
                     var: plan.var.clone(),
@@ -242,6 +276,12 @@ async fn run_arm(
         UnitEnd::Jump(target) => {
             let start = match target {
                 Target::Sibling { section } | Target::Child { section } => section,
+            };
+            // The arm's continuation walk nests under the arm's span.
+            let ctx = if unit.trace.is_on() {
+                ctx.under(unit.trace.base())
+            } else {
+                ctx
             };
             match walk(&ctx, start, Entry::Addressed, &mut state).await? {
                 WalkEnd::Returned(value) => value,

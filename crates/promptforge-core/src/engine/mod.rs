@@ -32,6 +32,7 @@ use crate::observe::{Observation, Observer};
 use crate::prompt::{Block, Prompt, SectionId};
 use crate::resolve::ResolutionContext;
 use crate::store::StoreRef;
+use crate::trace::{End, Scope, SpanGuard, SpanKind};
 
 pub(crate) use unit::{Scopes, Unit};
 
@@ -51,7 +52,22 @@ pub async fn run(
     config: RunConfig,
 ) -> Result<String, RunError> {
     let started = Instant::now();
-    let run = Arc::new(Run::new(prompt.clone(), store.clone(), config, resolution));
+    let run_span = config.tracer.as_ref().and_then(|tracer| {
+        // The key is redacted from the first recorded string on (the input included).
+        if let Some(key) = config.client.as_ref().and_then(|c| c.key_for_redaction()) {
+            tracer.add_secret(key);
+        }
+        tracer.begin_run(prompt, &config.execution, input, store)
+    });
+    let trace = run_span.as_ref().map_or_else(Scope::off, SpanGuard::scope);
+    let tracer = config.tracer.clone();
+    let run = Arc::new(Run::new(
+        prompt.clone(),
+        store.clone(),
+        config,
+        resolution,
+        trace,
+    ));
     let observer = Arc::clone(&run.observer);
     observer.observe(
         &run.execution,
@@ -76,6 +92,9 @@ pub async fn run(
         ),
         Err(error) => observer.observe(&run.execution, "", Observation::RunFailed { error }),
     }
+    if let (Some(tracer), Some(span)) = (tracer, run_span) {
+        tracer.end_run(span, &result);
+    }
     result
 }
 
@@ -98,6 +117,10 @@ pub(crate) struct Run {
     ledger: Mutex<Option<StoreLedger>>,
     /// Bytes of fanout results held at once, across every fanout in flight.
     pub(crate) fanout_bytes: AtomicU64,
+    /// The run's span (off when the run is not traced).
+    pub(crate) trace: Scope,
+    /// Orders the store changes the trace records (taken under the store ledger's lock).
+    store_seq: AtomicU64,
 }
 
 /// The sizes of the store's files, for `RunLimits::max_store_bytes`.
@@ -126,6 +149,7 @@ impl Run {
         store: StoreRef,
         config: RunConfig,
         resolution: ResolutionContext<'_>,
+        trace: Scope,
     ) -> Self {
         let nonce = crate::envelope::new_nonce();
         let agent = RunAgent::new(AgentConfig {
@@ -136,6 +160,7 @@ impl Run {
             nonce: &nonce,
             client: config.client,
             debug: config.debug,
+            trace: trace.clone(),
         });
         Self {
             prompt,
@@ -152,6 +177,8 @@ impl Run {
             log_events: AtomicU32::new(0),
             ledger: Mutex::new(None),
             fanout_bytes: AtomicU64::new(0),
+            trace,
+            store_seq: AtomicU64::new(0),
         }
     }
 
@@ -197,7 +224,7 @@ impl Run {
         path: &str,
         size: impl FnOnce(u64) -> u64,
         change: impl FnOnce() -> Result<(), crate::store::StoreError>,
-    ) -> Result<(), RunError> {
+    ) -> Result<u64, RunError> {
         let mut guard = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
         let ledger = guard.get_or_insert_with(|| StoreLedger::scan(&self.store));
         let old = ledger.sizes.get(path).copied().unwrap_or(0);
@@ -221,7 +248,9 @@ impl Run {
         } else {
             ledger.sizes.insert(path.to_owned(), new);
         }
-        Ok(())
+        // Taken under the ledger's lock: the order the trace gives changes is the order
+        // they were made in.
+        Ok(self.store_seq.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Whether one more `log()` checkpoint may be reported.
@@ -292,6 +321,18 @@ pub(crate) struct WalkCtx {
     pub(crate) depth: u32,
     pub(crate) scopes: Scopes,
     pub(crate) cancel: CancellationToken,
+    /// Where the walk's section spans go.
+    pub(crate) trace: Scope,
+}
+
+impl WalkCtx {
+    /// The same walk context, its section spans under `trace`.
+    pub(crate) fn under(&self, trace: Scope) -> Self {
+        Self {
+            trace,
+            ..self.clone()
+        }
+    }
 }
 
 async fn execute_run(run: &Arc<Run>, input: &str) -> Result<String, RunError> {
@@ -305,6 +346,7 @@ async fn execute_run(run: &Arc<Run>, input: &str) -> Result<String, RunError> {
         depth: 0,
         scopes: Scopes::default(),
         cancel: run.cancel.clone(),
+        trace: run.trace.clone(),
     };
     let h1 = Unit::h1(&ctx, &state);
     let blocks = &run.prompt.data.h1_blocks;
@@ -385,9 +427,20 @@ pub(crate) fn walk<'a>(
                 UnitEnd::Jump(Target::Child { section: child }) => {
                     // A child-level walk; the parent resumes after the jumper with the
                     // child walk's last reply (a `return` there ends only the child walk).
-                    if let WalkEnd::Returned(value) =
-                        walk(ctx, child, Entry::Addressed, state).await?
-                    {
+                    let span = ctx.trace.start(
+                        SpanKind::Walk,
+                        &data.sections[child].heading(),
+                        Some(data.sections[child].line),
+                        None,
+                        |_| {},
+                    );
+                    let walked = if span.is_on() {
+                        walk(&ctx.under(span.scope()), child, Entry::Addressed, state).await
+                    } else {
+                        walk(ctx, child, Entry::Addressed, state).await
+                    };
+                    trace_walk_end(span, &walked);
+                    if let WalkEnd::Returned(value) = walked? {
                         state.reply = Some(value);
                     }
                     index += 1;
@@ -412,7 +465,47 @@ pub(crate) async fn run_unit(
         .map_err(|error| error.in_section(&heading));
     unit.run
         .observe(&heading, Observation::SectionFinished { id: unit.id });
+    trace_unit_end(unit, &result, state);
     result
+}
+
+/// Ends a unit's span: how it ended and the reply it left.
+fn trace_unit_end(unit: &Unit, result: &Result<UnitEnd, RunError>, state: &WalkState) {
+    if !unit.trace.is_on() {
+        return;
+    }
+    let end = match result {
+        Ok(_) => End::Ok,
+        Err(error) => End::Error(error),
+    };
+    unit.trace.finish(end, |attrs| {
+        if let Ok(how) = result {
+            attrs.text(
+                "end",
+                match how {
+                    UnitEnd::Fallthrough => "fallthrough",
+                    UnitEnd::Returned(_) => "return",
+                    UnitEnd::Jump(_) => "jump",
+                    UnitEnd::Exhausted => "exhausted",
+                },
+            );
+            if let UnitEnd::Returned(value) = how {
+                attrs.text("returned", value);
+            }
+        }
+        if let Some(reply) = &state.reply {
+            attrs.text("reply", reply);
+        }
+    });
+}
+
+/// Ends a child walk's span.
+fn trace_walk_end(span: SpanGuard, walked: &Result<WalkEnd, RunError>) {
+    match walked {
+        Ok(WalkEnd::Returned(value)) => span.end(End::Ok, |attrs| attrs.text("returned", value)),
+        Ok(WalkEnd::Exhausted) => span.end(End::Ok, |_| {}),
+        Err(error) => span.end(End::Error(error), |_| {}),
+    }
 }
 
 async fn run_blocks(

@@ -13,6 +13,7 @@ use crate::error::{RunError, RunErrorKind};
 use crate::observe::Observation;
 use crate::prompt::{PromptData, SectionId, heading};
 use crate::store::StoreError;
+use crate::trace::{SpanGuard, SpanKind, UnitTrace};
 
 /// What a unit's VM is doing, for the calls that depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,8 @@ pub(crate) struct Unit {
     jump: Mutex<Option<Target>>,
     /// The agent layer's section-local state (its type; only `crate::agent` reads it).
     scope: Mutex<SectionScope>,
+    /// The unit's trace span (off when the run is not traced).
+    pub(crate) trace: UnitTrace,
 }
 
 impl Unit {
@@ -131,6 +134,7 @@ impl Unit {
         state: &WalkState,
         arm: Option<(Json, usize)>,
     ) -> Self {
+        let trace = UnitTrace::new(unit_span(ctx, section, &heading, id, entered, &arm));
         Self {
             run: Arc::clone(&ctx.run),
             section,
@@ -151,6 +155,7 @@ impl Unit {
             noted: Mutex::new(None),
             jump: Mutex::new(None),
             scope: Mutex::new(SectionScope::default()),
+            trace,
         }
     }
 
@@ -168,12 +173,14 @@ impl Unit {
         depth: u32,
         scopes: Scopes,
         cancel: CancellationToken,
+        trace: crate::trace::Scope,
     ) -> WalkCtx {
         WalkCtx {
             run: Arc::clone(&self.run),
             depth,
             scopes,
             cancel,
+            trace,
         }
     }
 
@@ -326,7 +333,7 @@ impl Unit {
     pub(crate) fn resolve(&self, address: &str) -> Result<Target, RunError> {
         let data = &self.run.prompt.data;
         let shown = crate::error::quote_text(address, 160, false);
-        let Some((level, name)) = parse_address(address) else {
+        let Some((level, name)) = crate::parse::parse_address(address) else {
             return Err(RunError::new(
                 RunErrorKind::Control,
                 format!(
@@ -428,6 +435,44 @@ impl Host for Unit {
     fn observe(&self, event: Observation<'_>) {
         self.run.observe(&self.heading, event);
     }
+
+    fn trace(&self) -> &UnitTrace {
+        &self.trace
+    }
+}
+
+/// Starts a unit's span under the walk's: the preamble, a section entry or a fanout arm.
+fn unit_span(
+    ctx: &WalkCtx,
+    section: Option<SectionId>,
+    heading: &str,
+    id: u64,
+    entered: u64,
+    arm: &Option<(Json, usize)>,
+) -> SpanGuard {
+    if !ctx.trace.is_on() {
+        return SpanGuard::off();
+    }
+    let data = &ctx.run.prompt.data;
+    let (kind, line) = match (section, arm) {
+        (None, _) => (
+            SpanKind::Preamble,
+            data.h1_blocks.first().map(|block| match block {
+                crate::prompt::Block::Lua(chunk) => chunk.line,
+                crate::prompt::Block::Prose(prose) => prose.line,
+            }),
+        ),
+        (Some(section), None) => (SpanKind::Section, Some(data.sections[section].line)),
+        (Some(section), Some(_)) => (SpanKind::Arm, Some(data.sections[section].line)),
+    };
+    ctx.trace.start(kind, heading, line, Some(id), |attrs| {
+        attrs.number("depth", u64::from(ctx.depth));
+        attrs.number("entered", entered);
+        if let Some((item, index)) = arm {
+            attrs.number("index", *index as u64);
+            attrs.json("item", item);
+        }
+    })
 }
 
 /// The sibling list a section belongs to (its parent's children, or the roots).
@@ -435,35 +480,5 @@ pub(crate) fn level_of(data: &PromptData, section: SectionId) -> &[SectionId] {
     match data.sections[section].parent {
         Some(parent) => &data.sections[parent].children,
         None => &data.roots,
-    }
-}
-
-/// Splits `## Name` into `(2, "Name")`.
-fn parse_address(address: &str) -> Option<(u8, &str)> {
-    let address = address.trim();
-    let hashes = address.bytes().take_while(|&b| b == b'#').count();
-    if !(1..=6).contains(&hashes) {
-        return None;
-    }
-    let rest = &address[hashes..];
-    if !rest.starts_with([' ', '\t']) {
-        return None;
-    }
-    let name = rest.trim();
-    (!name.is_empty()).then_some((u8::try_from(hashes).ok()?, name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_address;
-
-    #[test]
-    fn addresses_carry_level_and_name() {
-        assert_eq!(parse_address("## Research"), Some((2, "Research")));
-        assert_eq!(parse_address("  ### Child  "), Some((3, "Child")));
-        assert_eq!(parse_address("Research"), None);
-        assert_eq!(parse_address("##Research"), None);
-        assert_eq!(parse_address("####### Deep"), None);
-        assert_eq!(parse_address("## "), None);
     }
 }

@@ -9,6 +9,7 @@ mod error;
 mod frontmatter;
 mod lines;
 mod lua;
+mod outline;
 pub(crate) mod template;
 
 use std::ops::Range;
@@ -18,6 +19,11 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 pub use check::{Diagnostic, MAX_DIAGNOSTICS, check};
 pub use error::{ParseError, ParseErrorKind};
 pub use frontmatter::{FileDeclaration, Frontmatter, SUPPORTED_MAJOR, promptforge_version};
+pub use outline::{
+    FRONTMATTER_FIELDS, FieldDoc, FrontmatterEntry, FrontmatterOutline, LuaBlock, Outline,
+    OutlineHeading, OutlineSection, Owner, Placeholder, Resolution, Scope, normalized, outline,
+    parse_address,
+};
 
 use crate::prompt::{Block, LuaChunk, PromptData, Prose, Section, SectionId};
 use lines::Lines;
@@ -228,6 +234,77 @@ fn fence_role(source: &str, range: &Range<usize>, kind: &CodeBlockKind<'_>) -> F
     }
 }
 
+/// The indices of the headings among `elements`.
+fn heading_indices(elements: &[Element]) -> Vec<usize> {
+    elements
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Element::Heading { .. }))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// One piece of a region's executable content, in source order.
+enum Piece<'e> {
+    /// The text between code (possibly blank).
+    Prose(Range<usize>),
+    /// An executable ```` ```lua ```` or ```` ```lua shared ```` fence.
+    Fence {
+        range: &'e Range<usize>,
+        role: FenceRole,
+        code: &'e str,
+    },
+    /// A list's items.
+    List(&'e [Range<usize>]),
+}
+
+/// Walks a region's executable content with the `---` roles: in a section, a rule as the
+/// first content takes it off the walk (the result is `true`); any other rule ends what
+/// executes. The parser and [`outline`] both read regions through it.
+fn walk_region<E>(
+    elements: &[Element],
+    kind: RegionKind,
+    mut visit: impl FnMut(Piece<'_>) -> Result<(), E>,
+) -> Result<bool, E> {
+    let Some(first) = elements.first() else {
+        return Ok(false);
+    };
+    let end = elements
+        .last()
+        .map_or(first.range().start, |e| e.range().end);
+    let mut prose_from = first.range().start;
+    let mut off_walk = false;
+    for (index, element) in elements.iter().enumerate() {
+        match element {
+            Element::Rule { range } if index == 0 && kind == RegionKind::Section => {
+                off_walk = true;
+                prose_from = range.end;
+            }
+            Element::Rule { range } => {
+                visit(Piece::Prose(prose_from..range.start))?;
+                return Ok(off_walk);
+            }
+            Element::Fence {
+                range,
+                role: role @ (FenceRole::Lua | FenceRole::Shared),
+                code,
+            } => {
+                visit(Piece::Prose(prose_from..range.start))?;
+                visit(Piece::Fence {
+                    range,
+                    role: *role,
+                    code,
+                })?;
+                prose_from = range.end;
+            }
+            Element::List { items, .. } => visit(Piece::List(items))?,
+            _ => {}
+        }
+    }
+    visit(Piece::Prose(prose_from..end))?;
+    Ok(off_walk)
+}
+
 struct Builder<'a> {
     source: &'a str,
     lines: &'a Lines,
@@ -260,12 +337,7 @@ impl Builder<'_> {
         elements: Vec<Element>,
         origin: &str,
     ) -> Result<PromptData, ParseError> {
-        let heading_at: Vec<usize> = elements
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| matches!(e, Element::Heading { .. }))
-            .map(|(i, _)| i)
-            .collect();
+        let heading_at = heading_indices(&elements);
         let Some(&title_index) = heading_at.first() else {
             return Err(ParseError::new(
                 ParseErrorKind::MissingTitle,
@@ -418,54 +490,33 @@ impl Builder<'_> {
             items: Vec::new(),
             off_walk: false,
         };
-        let Some(first) = elements.first() else {
-            return Ok(region);
-        };
-        let end = elements
-            .last()
-            .map_or(first.range().start, |e| e.range().end);
-        let mut prose_from = first.range().start;
-        for (index, element) in elements.iter().enumerate() {
-            match element {
-                Element::Rule { range } if index == 0 && kind == RegionKind::Section => {
-                    region.off_walk = true;
-                    prose_from = range.end;
+        let off_walk = walk_region(elements, kind, |piece| match piece {
+            Piece::Prose(range) => self.prose(&mut region, range),
+            Piece::Fence { range, role, code } => {
+                let line = self.lines.line_of(range.start);
+                if role == FenceRole::Shared && kind == RegionKind::Section {
+                    return Err(ParseError::new(
+                        ParseErrorKind::MisplacedShared,
+                        "a `lua shared` block belongs in the H1 region, before the first section",
+                    )
+                    .at(line, Some(range.clone())));
                 }
-                Element::Rule { range } => {
-                    self.prose(&mut region, prose_from..range.start)?;
-                    return Ok(region);
+                let chunk = self.compiler.compile(code, line + 1, range.clone())?;
+                if role == FenceRole::Shared {
+                    region.shared.push(chunk);
+                } else {
+                    region.blocks.push(Block::Lua(chunk));
                 }
-                Element::Fence {
-                    range,
-                    role: role @ (FenceRole::Lua | FenceRole::Shared),
-                    code,
-                } => {
-                    let line = self.lines.line_of(range.start);
-                    if *role == FenceRole::Shared && kind == RegionKind::Section {
-                        return Err(ParseError::new(
-                            ParseErrorKind::MisplacedShared,
-                            "a `lua shared` block belongs in the H1 region, before the first section",
-                        )
-                        .at(line, Some(range.clone())));
-                    }
-                    self.prose(&mut region, prose_from..range.start)?;
-                    let chunk = self.compiler.compile(code, line + 1, range.clone())?;
-                    if *role == FenceRole::Shared {
-                        region.shared.push(chunk);
-                    } else {
-                        region.blocks.push(Block::Lua(chunk));
-                    }
-                    prose_from = range.end;
-                }
-                Element::List { items, .. } => {
-                    region
-                        .items
-                        .extend(items.iter().map(|r| list_item(&self.source[r.clone()])));
-                }
-                _ => {}
+                Ok(())
             }
-        }
-        self.prose(&mut region, prose_from..end)?;
+            Piece::List(items) => {
+                region
+                    .items
+                    .extend(items.iter().map(|r| list_item(&self.source[r.clone()])));
+                Ok(())
+            }
+        })?;
+        region.off_walk = off_walk;
         Ok(region)
     }
 

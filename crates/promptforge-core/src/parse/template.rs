@@ -83,7 +83,7 @@ impl Template {
     }
 }
 
-fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
+pub(crate) fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
     if inner.is_empty() {
         return Err("the path is empty");
     }

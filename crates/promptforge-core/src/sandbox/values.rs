@@ -106,6 +106,13 @@ pub(crate) struct Origin(pub(crate) String);
 /// stack (skipping the prelude and mlua's async wrappers), if there is one.
 pub(crate) fn prompt_location(lua: &Lua) -> Option<String> {
     let origin = lua.app_data_ref::<Origin>().map(|o| o.0.clone())?;
+    prompt_line(lua).map(|line| format!("{origin}:{line}: "))
+}
+
+/// The line of the innermost frame of the prompt's own code (skipping the prelude and
+/// mlua's async wrappers).
+pub(crate) fn prompt_line(lua: &Lua) -> Option<usize> {
+    let origin = lua.app_data_ref::<Origin>().map(|o| o.0.clone())?;
     (1..24).find_map(|level| {
         lua.inspect_stack(level, |debug| {
             let source = debug.source();
@@ -113,7 +120,6 @@ pub(crate) fn prompt_location(lua: &Lua) -> Option<String> {
             (file == origin.as_str()).then(|| debug.current_line())?
         })
         .flatten()
-        .map(|line| format!("{origin}:{line}: "))
     })
 }
 

@@ -86,6 +86,10 @@ impl Upstream {
         self.replay.requests()
     }
 
+    pub fn traceparents(&self) -> Vec<Option<String>> {
+        self.replay.traceparents()
+    }
+
     pub fn searches(&self) -> Vec<Json> {
         self.script.searches.lock().unwrap().clone()
     }
