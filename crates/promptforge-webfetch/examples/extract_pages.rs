@@ -6,6 +6,11 @@
 //!
 //! `seconds` times `html_to_markdown` alone (the file is read and decoded before the clock
 //! starts), so the figure is comparable to the peers timed in-process on an in-memory string.
+//!
+//! With `--explain`, each record also carries `uncleaned` (the article before the cleanup
+//! rules) and `dropped` (`[{"rule": "...", "text": "..."}]`, what each rule removed), from
+//! `explain_cleanup`, run after the timed call.
+//!
 //! Build it in release for speed figures:
 //! `cargo run --release -p promptforge-webfetch --example extract_pages < manifest.jsonl`.
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
@@ -14,7 +19,7 @@ use std::io::{BufRead, Read, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use promptforge_webfetch::{Rendering, html_to_markdown};
+use promptforge_webfetch::{Rendering, explain_cleanup, html_to_markdown};
 
 fn read_page(path: &str) -> std::io::Result<String> {
     let bytes = std::fs::read(path)?;
@@ -29,6 +34,14 @@ fn read_page(path: &str) -> std::io::Result<String> {
 }
 
 fn main() -> ExitCode {
+    let explain = match std::env::args().nth(1).as_deref() {
+        None => false,
+        Some("--explain") => true,
+        Some(other) => {
+            eprintln!("unknown argument {other:?} (the only flag is --explain)");
+            return ExitCode::FAILURE;
+        }
+    };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -65,12 +78,22 @@ fn main() -> ExitCode {
         let start = Instant::now();
         let (markdown, how) = html_to_markdown(&html, url, Rendering::Article);
         let seconds = start.elapsed().as_secs_f64();
-        let record = serde_json::json!({
+        let mut record = serde_json::json!({
             "id": id,
             "markdown": markdown,
             "extraction": how.as_str(),
             "seconds": seconds,
         });
+        if explain && let Some(explained) = explain_cleanup(&html, url) {
+            let dropped: Vec<serde_json::Value> = explained
+                .dropped
+                .iter()
+                .map(|d| serde_json::json!({"rule": d.rule.as_str(), "text": d.text}))
+                .collect();
+            record["uncleaned"] = explained.uncleaned.into();
+            record["dropped"] = dropped.into();
+            record["applied"] = explained.applied.into();
+        }
         if writeln!(out, "{record}").is_err() {
             return ExitCode::FAILURE;
         }

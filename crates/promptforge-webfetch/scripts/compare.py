@@ -33,6 +33,12 @@ Scoring (every system, every dataset, the same way):
   tokenization.
 * Speed: pages per second of the extraction call alone (the page is already a string in
   memory; one process, one thread, one page at a time).
+
+``--explain`` (a development aid) also asks the Rust side what each cleanup rule removed and
+writes ``<dataset>-explain.md``: per rule, how many of the ground truth's 4-grams it removed
+that the cleaned text then lacks (recall it cost) and how many other 4-grams it removed; the before-cleanup score
+next to the after-cleanup one; and every removed block of four or more tokens whose 4-grams
+are mostly in the ground truth (a suspected wrong removal), by page.
 """
 
 from __future__ import annotations
@@ -141,16 +147,20 @@ def markdown_to_text(md: str) -> str:
     return UNDERSCORE_RE.sub(" ", text)
 
 
-def run_ours(pages: list[dict], binary: Path) -> tuple[dict, dict, float]:
+def run_ours(pages: list[dict], binary: Path, explain: bool = False) -> tuple[dict, dict, float, dict]:
     manifest = "".join(
         json.dumps({"id": p["id"], "path": p["path"], "url": p["url"]}) + "\n" for p in pages
     )
     done = subprocess.run(
-        [str(binary)], input=manifest, capture_output=True, text=True, check=False
+        [str(binary)] + (["--explain"] if explain else []),
+        input=manifest,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         sys.exit(f"extract_pages failed: {done.stderr.strip()}")
-    texts, markdown, seconds = {}, {}, 0.0
+    texts, markdown, seconds, explained = {}, {}, 0.0, {}
     for line in done.stdout.split("\n"):
         if not line.strip():
             continue
@@ -158,7 +168,9 @@ def run_ours(pages: list[dict], binary: Path) -> tuple[dict, dict, float]:
         markdown[rec["id"]] = rec["markdown"]
         texts[rec["id"]] = markdown_to_text(rec["markdown"])
         seconds += rec["seconds"]
-    return texts, markdown, seconds
+        if "dropped" in rec:
+            explained[rec["id"]] = rec
+    return texts, markdown, seconds, explained
 
 
 def run_trafilatura(pages: list[dict], html: dict) -> tuple[dict, float]:
@@ -228,6 +240,60 @@ def shingle_scores(truth: str, pred: str, n: int = 4) -> tuple[float, float] | N
     return prec, rec
 
 
+def explain_report(name: str, pages: list[dict], texts: dict, explained: dict) -> str:
+    """Per-rule attribution of the cleanup's removals against the ground truth."""
+
+    def shingles(text: str) -> Counter:
+        toks = TOKEN_RE.findall(text or "")
+        return Counter(tuple(toks[i : i + 4]) for i in range(len(toks) - 3))
+
+    per_rule: dict[str, list[int]] = {}
+    suspects = []
+    before, after = [], []
+    for p in pages:
+        rec = explained.get(p["id"])
+        before_text = markdown_to_text(rec["uncleaned"]) if rec else texts.get(p["id"], "")
+        before.append(shingle_scores(p["truth"], before_text))
+        after.append(shingle_scores(p["truth"], texts.get(p["id"], "")))
+        if not rec or not rec.get("applied", True):
+            continue
+        # the truth's 4-grams the cleaned text lacks: a removed block is charged only for
+        # those (a repeated block whose first copy stayed costs nothing), each once
+        missing = shingles(p["truth"]) - shingles(texts.get(p["id"], ""))
+        for d in rec["dropped"]:
+            sh = shingles(d["text"])
+            if not sh:
+                continue
+            lost = sh & missing
+            missing -= lost
+            hit = sum(lost.values())
+            total = sum(sh.values())
+            row = per_rule.setdefault(d["rule"], [0, 0, 0, 0])
+            row[0] += 1
+            row[1] += hit
+            row[2] += total - hit
+            if hit * 2 >= total:
+                row[3] += 1
+                suspects.append((p["id"], d["rule"], hit, total, d["text"]))
+    b, a = aggregate(before), aggregate(after)
+    out = [
+        f"# {name}: what the cleanup removed ({len(pages)} pages)",
+        "",
+        f"before the cleanup: P {b['precision']:.4f} R {b['recall']:.4f} F1 {b['f1']:.4f}",
+        f"after the cleanup:  P {a['precision']:.4f} R {a['recall']:.4f} F1 {a['f1']:.4f}",
+        "",
+        "| rule | blocks | truth 4-grams lost (recall cost) | other 4-grams removed | blocks mostly lost truth |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for rule, (n, hit, miss, mostly) in sorted(per_rule.items(), key=lambda kv: -kv[1][1]):
+        out.append(f"| {rule} | {n} | {hit} | {miss} | {mostly} |")
+    out += ["", "## Blocks mostly in the ground truth (suspected wrong removals)", ""]
+    for pid, rule, hit, total, text in sorted(suspects, key=lambda s: -s[2]):
+        snippet = text if len(text) <= 300 else text[:300] + " ..."
+        out.append(f"- `{pid}` **{rule}** {hit}/{total}: {snippet}")
+    return "\n".join(out) + "\n"
+
+
 def aggregate(per_page: list[tuple[float, float]]) -> dict:
     prec = statistics.mean(p for p, _ in per_page)
     rec = statistics.mean(r for _, r in per_page)
@@ -294,6 +360,11 @@ def main() -> None:
     ap.add_argument("--wcxb-types", default="article", help="comma-separated page types")
     ap.add_argument("--mozilla", type=Path)
     ap.add_argument("--ours-only", action="store_true", help="skip the peers (development runs)")
+    ap.add_argument(
+        "--explain",
+        action="store_true",
+        help="also write <dataset>-explain.md: what each cleanup rule removed, against the truth",
+    )
     ap.add_argument("--out", type=Path, default=Path("target/webfetch-compare"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -315,8 +386,12 @@ def main() -> None:
     for name, pages in datasets:
         html = {p["id"]: read_text(Path(p["path"])) for p in pages}
         systems = {}
-        texts, markdown, secs = run_ours(pages, args.binary)
+        texts, markdown, secs, explained = run_ours(pages, args.binary, args.explain)
         systems["web_fetch"] = (texts, secs)
+        if args.explain:
+            (args.out / f"{slug(name)}-explain.md").write_text(
+                explain_report(name, pages, texts, explained), encoding="utf-8"
+            )
         if not args.ours_only:
             systems["trafilatura"] = run_trafilatura(pages, html)
             systems["readability-lxml"] = run_readability_lxml(pages, html)
@@ -327,6 +402,9 @@ def main() -> None:
                 for sys_name, (t, _) in systems.items():
                     rec[sys_name] = t.get(p["id"], "")
                 rec["truth"] = p["truth"]
+                if p["id"] in explained:
+                    for key in ("uncleaned", "dropped", "applied"):
+                        rec[key] = explained[p["id"]][key]
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print("\n".join(report))
 

@@ -25,16 +25,19 @@
 //!    last body paragraph.
 //! 8. [`drop_title_repeat`]: the headline, when it is also the first block of the body (the
 //!    Markdown already starts with `# Title`).
-//! 9. [`drop_orphan_headings`]: a heading left with nothing under it (the "Related
-//!    stories" heading whose list went).
+//! 9. [`drop_orphan_headings`]: a heading the rules left with nothing under it (the
+//!    "Related stories" heading whose list went). A heading that had nothing under it in
+//!    readability's article already (a heading over a list of linked headings, a lead-in
+//!    line set as a heading) is the page's own layout and stays, unless it is a
+//!    related-content label.
 //!
 //! No rule keys on one site: the words in [`HINT_WORDS`] and the phrase lists name kinds of
 //! furniture, and every threshold is a property of the text (word counts, link density,
 //! position, repetition). Every rule has a synthetic-page test in `tests/cleanup_rules.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use dom_query::NodeRef;
+use dom_query::{NodeId, NodeRef};
 
 /// Elements removed with their contents wherever they sit in the article: they never hold
 /// article text.
@@ -198,50 +201,110 @@ const BODY_PARAGRAPH_WORDS: usize = 25;
 /// The longest block (in words) the repeat rule drops.
 const REPEAT_MAX_WORDS: usize = BODY_PARAGRAPH_WORDS - 1;
 
-/// What the rules removed, by rule (for tests and for tuning).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct CleanupReport {
-    /// Frames, objects, scripts, forms, navigation, asides, hidden elements.
-    pub(crate) non_content: usize,
-    /// Elements dropped by a furniture word in `class` / `id`.
-    pub(crate) by_hint: usize,
-    /// Figure captions and image galleries.
-    pub(crate) captions_and_galleries: usize,
-    /// Link lists and link-dense sections.
-    pub(crate) link_lists: usize,
-    /// Short blocks that are furniture by their words.
-    pub(crate) boilerplate_text: usize,
-    /// Blocks whose text already appeared.
-    pub(crate) repeated: usize,
-    /// Furniture before the first or after the last body paragraph.
-    pub(crate) edges: usize,
-    /// The headline repeated as the first body block.
-    pub(crate) title_repeat: usize,
-    /// Headings left with nothing under them.
-    pub(crate) orphan_headings: usize,
+/// The cleanup rules, in the order they run (the crate README, "Article cleanup").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CleanupRule {
+    /// Rule 1: frames, objects, scripts, forms, navigation, asides, hidden elements.
+    NonContent,
+    /// Rule 2: a furniture word in `class` / `id`.
+    ByHint,
+    /// Rule 3: figure captions and image galleries.
+    CaptionsAndGalleries,
+    /// Rule 4: link lists and link-dense sections.
+    LinkLists,
+    /// Rule 5: short blocks that are furniture by their words.
+    BoilerplateText,
+    /// Rule 6: blocks whose text already appeared.
+    Repeated,
+    /// Rule 7: furniture before the first or after the last body paragraph.
+    Edges,
+    /// Rule 8: the headline repeated as the first body block.
+    TitleRepeat,
+    /// Rule 9: headings left with nothing under them.
+    OrphanHeadings,
+}
+
+impl CleanupRule {
+    /// Every rule, in the order they run.
+    pub const ALL: [CleanupRule; 9] = [
+        Self::NonContent,
+        Self::ByHint,
+        Self::CaptionsAndGalleries,
+        Self::LinkLists,
+        Self::BoilerplateText,
+        Self::Repeated,
+        Self::Edges,
+        Self::TitleRepeat,
+        Self::OrphanHeadings,
+    ];
+
+    /// A short stable name (`non-content`, `by-hint`, `captions`, `link-lists`,
+    /// `boilerplate`, `repeated`, `edges`, `title-repeat`, `orphan-headings`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NonContent => "non-content",
+            Self::ByHint => "by-hint",
+            Self::CaptionsAndGalleries => "captions",
+            Self::LinkLists => "link-lists",
+            Self::BoilerplateText => "boilerplate",
+            Self::Repeated => "repeated",
+            Self::Edges => "edges",
+            Self::TitleRepeat => "title-repeat",
+            Self::OrphanHeadings => "orphan-headings",
+        }
+    }
+}
+
+impl std::fmt::Display for CleanupRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One element the cleanup removed from the article: which rule, and its text (whitespace
+/// collapsed). See [`crate::explain_cleanup`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// The rule that removed it.
+    pub rule: CleanupRule,
+    /// The element's text, whitespace collapsed (empty for an element without text).
+    pub text: String,
 }
 
 /// Runs every rule on `root` (the article element) in order. `title` is the headline the
-/// Markdown starts with. Returns what each rule removed.
-pub(crate) fn clean_article(root: &NodeRef<'_>, title: &str) -> CleanupReport {
-    let report = CleanupReport {
-        non_content: drop_non_content(root),
-        by_hint: drop_by_hint(root),
-        captions_and_galleries: drop_captions_and_galleries(root),
-        link_lists: drop_link_lists(root),
-        boilerplate_text: drop_boilerplate_text(root),
-        repeated: drop_repeated_blocks(root),
-        edges: drop_edge_furniture(root),
-        title_repeat: drop_title_repeat(root, title),
-        orphan_headings: drop_orphan_headings(root),
-    };
+/// Markdown starts with. When `trace` is given, every removed element is appended to it.
+pub(crate) fn clean_article(root: &NodeRef<'_>, title: &str, mut trace: Option<&mut Vec<Dropped>>) {
+    // rule 9 only judges headings the other rules emptied
+    let empty_before: HashSet<NodeId> = drop_orphan_headings(root, &HashSet::new())
+        .iter()
+        .map(|n| n.id)
+        .collect();
+    for rule in CleanupRule::ALL {
+        let doomed = match rule {
+            CleanupRule::NonContent => drop_non_content(root),
+            CleanupRule::ByHint => drop_by_hint(root),
+            CleanupRule::CaptionsAndGalleries => drop_captions_and_galleries(root),
+            CleanupRule::LinkLists => drop_link_lists(root),
+            CleanupRule::BoilerplateText => drop_boilerplate_text(root),
+            CleanupRule::Repeated => drop_repeated_blocks(root),
+            CleanupRule::Edges => drop_edge_furniture(root),
+            CleanupRule::TitleRepeat => drop_title_repeat(root, title),
+            CleanupRule::OrphanHeadings => drop_orphan_headings(root, &empty_before),
+        };
+        if let Some(trace) = trace.as_deref_mut() {
+            trace.extend(doomed.iter().map(|n| Dropped {
+                rule,
+                text: collapse_whitespace(&n.text()),
+            }));
+        }
+        remove_all(&doomed);
+    }
     separate_blocks(root);
-    report
 }
 
 // ------------------------------------------------------------------ the census
 
-/// Characters (whitespace excluded), words, links and images of a subtree.
+/// Characters (whitespace excluded), words, links, images, headings and tables of a subtree.
 #[derive(Debug, Default, Clone, Copy)]
 struct Stats {
     chars: usize,
@@ -250,6 +313,7 @@ struct Stats {
     links: usize,
     images: usize,
     headings: usize,
+    tables: usize,
 }
 
 impl Stats {
@@ -268,6 +332,7 @@ impl Stats {
         self.links += other.links;
         self.images += other.images;
         self.headings += other.headings;
+        self.tables += other.tables;
     }
 
     /// A paragraph of article prose: long enough, not mostly links.
@@ -348,6 +413,9 @@ impl<'a> Census<'a> {
             if heading_level_of(&name).is_some() {
                 stats.headings = 1;
             }
+            if name == "table" {
+                stats.tables = 1;
+            }
             let index = entries.len();
             let children: Vec<NodeRef<'a>> = node.children_it(true).collect();
             entries.push(Entry {
@@ -387,8 +455,8 @@ impl<'a> Census<'a> {
     }
 
     /// Elements in document order, each offered to `doomed` with its census index; a
-    /// doomed element's subtree is not offered. Removes the doomed elements and returns how many there were.
-    fn sweep(&self, mut doomed: impl FnMut(usize, &Entry<'a>) -> bool) -> usize {
+    /// doomed element's subtree is not offered. Returns the doomed elements.
+    fn sweep(&self, mut doomed: impl FnMut(usize, &Entry<'a>) -> bool) -> Vec<NodeRef<'a>> {
         let mut removed = Vec::new();
         let mut i = 0;
         while i < self.entries.len() {
@@ -400,7 +468,7 @@ impl<'a> Census<'a> {
                 i += 1;
             }
         }
-        remove_all(&removed)
+        removed
     }
 
     /// Leaf blocks in document order: headings, and block elements with no block element
@@ -446,13 +514,17 @@ fn is_cjk(c: char) -> bool {
 
 /// The element's text with whitespace collapsed, lowercased.
 fn norm_text(node: &NodeRef<'_>) -> String {
-    let text = node.text();
+    collapse_whitespace(&node.text()).to_lowercase()
+}
+
+/// `text` with every run of whitespace made one space, trimmed.
+fn collapse_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for word in text.split_whitespace() {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(word.chars().flat_map(char::to_lowercase));
+        out.push_str(word);
     }
     out
 }
@@ -470,11 +542,10 @@ fn heading_level_of(name: &str) -> Option<u8> {
     }
 }
 
-fn remove_all(nodes: &[NodeRef<'_>]) -> usize {
+fn remove_all(nodes: &[NodeRef<'_>]) {
     for n in nodes {
         n.remove_from_parent();
     }
-    nodes.len()
 }
 
 // ------------------------------------------------------------------ rule 1
@@ -484,7 +555,7 @@ fn remove_all(nodes: &[NodeRef<'_>]) -> usize {
 /// `aria-hidden="true"`, `display:none`) or have a furniture `role`, unless they hold a
 /// body paragraph. An `<iframe>`'s fallback text is never article text (and, parsed as raw
 /// text, would otherwise leak into the Markdown as escaped markup).
-pub(crate) fn drop_non_content(root: &NodeRef<'_>) -> usize {
+pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     Census::new(root).sweep(|_, e| {
         let n = &e.node;
         if NON_CONTENT_TAGS.contains(&e.name.as_str()) {
@@ -548,7 +619,7 @@ fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
 /// dropped, unless it holds [`HINT_MAX_SHARE`] of the article's text or more, or holds a
 /// body paragraph, or is a heading, paragraph, list item or inline element (a hint there
 /// styles text, it does not mark a box).
-pub(crate) fn drop_by_hint(root: &NodeRef<'_>) -> usize {
+pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let total: usize = census
         .entries
@@ -572,11 +643,14 @@ pub(crate) fn drop_by_hint(root: &NodeRef<'_>) -> usize {
 /// Rule 3: every `<figcaption>`, and any block holding three or more images, no heading,
 /// and fewer than [`GALLERY_WORDS_PER_IMAGE`] words of text per image (a gallery or
 /// slideshow), with its text. A list of features or products with a heading per item is
-/// not a gallery.
-pub(crate) fn drop_captions_and_galleries(root: &NodeRef<'_>) -> usize {
+/// not a gallery, and neither is a table or anything in or around one (a comparison table
+/// with a logo per column, a status table with an icon per cell).
+pub(crate) fn drop_captions_and_galleries<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     Census::new(root).sweep(|_, e| {
         e.name == "figcaption"
             || (is_block_name(&e.name)
+                && !e.in_table
+                && e.stats.tables == 0
                 && e.stats.images >= 3
                 && e.stats.headings == 0
                 && e.stats.words < GALLERY_WORDS_PER_IMAGE * e.stats.images)
@@ -632,7 +706,7 @@ fn is_related_label(text: &str) -> bool {
 /// more`, `More from ...`) in the element before it or in its own first line. A link list
 /// amid the body without such a label is article content (a list of sources, of products
 /// reviewed) and stays.
-pub(crate) fn drop_link_lists(root: &NodeRef<'_>) -> usize {
+pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
         .entries
@@ -903,9 +977,9 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
 /// gallery counter (`Image 1 of 8`), a short block starting like furniture (`Sign up
 /// for...`, `Read more: ...`, `Photo: ...`, `©`), or a short block with a credit or rights
 /// phrase (`Getty Images`, `AP Photo`, `All rights reserved`).
-pub(crate) fn drop_boilerplate_text(root: &NodeRef<'_>) -> usize {
+pub(crate) fn drop_boilerplate_text<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
-    let doomed: Vec<NodeRef<'_>> = census
+    let doomed: Vec<NodeRef<'a>> = census
         .leaf_blocks()
         .into_iter()
         .filter(|b| {
@@ -914,7 +988,7 @@ pub(crate) fn drop_boilerplate_text(root: &NodeRef<'_>) -> usize {
         })
         .map(|b| b.node)
         .collect();
-    remove_all(&doomed)
+    doomed
 }
 
 // ------------------------------------------------------------------ rule 6
@@ -924,7 +998,7 @@ pub(crate) fn drop_boilerplate_text(root: &NodeRef<'_>) -> usize {
 /// copy stays. Longer paragraphs may repeat (a refrain, a quoted passage), and so may
 /// headings (`Pros`, `Cons` under every product), table cells and list items (a timetable
 /// says `Rest` every Monday).
-pub(crate) fn drop_repeated_blocks(root: &NodeRef<'_>) -> usize {
+pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut doomed = Vec::new();
@@ -942,7 +1016,7 @@ pub(crate) fn drop_repeated_blocks(root: &NodeRef<'_>) -> usize {
             doomed.push(block.node);
         }
     }
-    remove_all(&doomed)
+    doomed
 }
 
 // ------------------------------------------------------------------ rule 7
@@ -1061,12 +1135,12 @@ fn is_dateline(text: &str) -> bool {
 /// (`Jane Doe is a reporter for ...`) and short blocks that are almost all link (`Read
 /// more` rows, a feed of headlines) are dropped. List items and table cells are left to
 /// rule 4, which judges their list or table as a whole.
-pub(crate) fn drop_edge_furniture(root: &NodeRef<'_>) -> usize {
+pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let blocks = census.leaf_blocks();
     let body = |b: &Entry<'_>| heading_level_of(&b.name).is_none() && b.stats.is_body();
     let Some(first) = blocks.iter().position(|b| body(b)) else {
-        return 0;
+        return Vec::new();
     };
     let last = blocks.iter().rposition(|b| body(b)).unwrap_or(first);
     let mut doomed = Vec::new();
@@ -1088,26 +1162,26 @@ pub(crate) fn drop_edge_furniture(root: &NodeRef<'_>) -> usize {
             doomed.push(block.node);
         }
     }
-    remove_all(&doomed)
+    doomed
 }
 
 // ------------------------------------------------------------------ rule 8
 
 /// Rule 8: when the first leaf block of the article is the headline again (same words,
 /// case and punctuation aside), it goes: the Markdown already starts with `# Title`.
-pub(crate) fn drop_title_repeat(root: &NodeRef<'_>, title: &str) -> usize {
+pub(crate) fn drop_title_repeat<'a>(root: &NodeRef<'a>, title: &str) -> Vec<NodeRef<'a>> {
     let want = words_only(title);
     if want.is_empty() {
-        return 0;
+        return Vec::new();
     }
     let census = Census::new(root);
     let Some(first) = census.leaf_blocks().into_iter().find(|b| b.stats.chars > 0) else {
-        return 0;
+        return Vec::new();
     };
     if words_only(&first.node.text()) == want {
-        remove_all(std::slice::from_ref(&first.node))
+        vec![first.node]
     } else {
-        0
+        Vec::new()
     }
 }
 
@@ -1129,8 +1203,13 @@ fn words_only(text: &str) -> String {
 
 /// Rule 9: a heading with no text and no image after it before the next heading of the
 /// same or a higher level, or before the article ends (a "Related stories" heading whose
-/// list went).
-pub(crate) fn drop_orphan_headings(root: &NodeRef<'_>) -> usize {
+/// list went). A heading in `empty_before` (one that had nothing under it before the
+/// cleanup ran) stays unless it is a related-content label: a page lays out a heading over
+/// a list of linked headings, or sets a lead-in line as a heading, and those are content.
+pub(crate) fn drop_orphan_headings<'a>(
+    root: &NodeRef<'a>,
+    empty_before: &HashSet<NodeId>,
+) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let entries = &census.entries;
     let mut doomed = Vec::new();
@@ -1148,11 +1227,14 @@ pub(crate) fn drop_orphan_headings(root: &NodeRef<'_>) -> usize {
                 break;
             }
         }
-        if !has_content && entries[i].stats.chars > 0 {
+        if !has_content
+            && entries[i].stats.chars > 0
+            && (!empty_before.contains(&entry.node.id) || is_related_label(&norm_text(&entry.node)))
+        {
             doomed.push(entry.node);
         }
     }
-    remove_all(&doomed)
+    doomed
 }
 
 // ------------------------------------------------------------------ rendering
@@ -1188,14 +1270,18 @@ mod tests {
     }
 
     /// Applies `rule` to `<div id=root>` holding `inner`, returns (removed, root's text).
-    fn apply(inner: &str, rule: impl Fn(&NodeRef<'_>) -> usize) -> (usize, String) {
+    fn apply(
+        inner: &str,
+        rule: impl for<'a> Fn(&NodeRef<'a>) -> Vec<NodeRef<'a>>,
+    ) -> (usize, String) {
         let doc = Document::from(format!(
             "<html><body><div id=root>{inner}</div></body></html>"
         ));
         let root = doc.select_single("#root");
         let root = *root.nodes().first().unwrap();
-        let n = rule(&root);
-        (n, norm_text(&root))
+        let doomed = rule(&root);
+        remove_all(&doomed);
+        (doomed.len(), norm_text(&root))
     }
 
     #[test]
@@ -1422,30 +1508,48 @@ mod tests {
 
     #[test]
     fn the_headline_repeated_first_goes_once() {
+        fn title_rule<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
+            drop_title_repeat(root, "Council expands bus network")
+        }
         let (n, text) = apply(
             &format!(
                 "<h1>Council Expands Bus Network!</h1>{BODY}<h2>Council expands bus network</h2>"
             ),
-            |r| drop_title_repeat(r, "Council expands bus network"),
+            title_rule,
         );
         assert_eq!(n, 1, "{text}");
         assert!(
             text.contains("council expands bus network"),
             "a later heading stays: {text}"
         );
-        let (n, _) = apply(&format!("<h1>Something else</h1>{BODY}"), |r| {
-            drop_title_repeat(r, "Council expands bus network")
-        });
+        let (n, _) = apply(&format!("<h1>Something else</h1>{BODY}"), title_rule);
         assert_eq!(n, 0);
     }
 
     #[test]
+    fn a_table_of_icons_is_not_a_gallery() {
+        let table = "<div><table><tr><th><img src=a.png>North</th><th><img src=b.png>City</th>\
+                     <th><img src=c.png>Harbour</th></tr><tr><td><img src=y.png>Yes</td>\
+                     <td><img src=n.png>No</td><td><img src=y.png>Yes</td></tr></table></div>";
+        let (n, text) = apply(table, drop_captions_and_galleries);
+        assert_eq!(n, 0, "{text}");
+        let (n, _) = apply(
+            "<div><img src=1.jpg><img src=2.jpg><img src=3.jpg><p>Image 1 of 3</p></div>",
+            drop_captions_and_galleries,
+        );
+        assert_eq!(n, 1, "a gallery still goes");
+    }
+
+    #[test]
     fn orphan_headings_go() {
+        fn orphan_rule<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
+            drop_orphan_headings(root, &HashSet::new())
+        }
         let (n, text) = apply(
             &format!(
                 "<h2>Background</h2>{BODY}<h2>Empty section</h2><h2>Next section</h2>{BODY}<h3>Related</h3>"
             ),
-            drop_orphan_headings,
+            orphan_rule,
         );
         assert_eq!(n, 2, "{text}");
         assert!(
@@ -1463,7 +1567,7 @@ mod tests {
         ));
         let root = doc.select_single("#root");
         let root = *root.nodes().first().unwrap();
-        clean_article(&root, "A title");
+        clean_article(&root, "A title", None);
         assert!(norm_text(&root).contains("the council voted"));
     }
 }

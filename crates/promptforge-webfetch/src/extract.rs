@@ -8,7 +8,7 @@ use std::fmt;
 
 use dom_smoothie::{Config, Readability, TextMode};
 
-use crate::cleanup;
+use crate::cleanup::{self, Dropped};
 
 /// An article shorter than this many characters falls back to the whole page.
 pub const MIN_ARTICLE_CHARS: usize = 100;
@@ -96,16 +96,55 @@ pub fn html_to_markdown(
 /// frames, repeated blocks, and the headline repeated as the first body line. The Markdown
 /// then starts with `# Title` (when the page has a title) and the body.
 pub fn readability_markdown(html: &str, base_url: Option<&str>) -> Option<String> {
-    match article_markdown(html, base_url, true)? {
+    match article_markdown(html, base_url, Cleanup::Apply(None))? {
         Some(markdown) => Some(markdown),
         // the cleanup left less than an article: the uncleaned article beats the whole page
-        None => article_markdown(html, base_url, false).flatten(),
+        None => article_markdown(html, base_url, Cleanup::Skip).flatten(),
     }
 }
 
+/// What the article cleanup did to a page's readability article: for diagnosing and
+/// measuring the rules (the comparison script's per-rule table), not needed to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanupExplanation {
+    /// The Markdown the article path returns ([`readability_markdown`]).
+    pub markdown: String,
+    /// The article before the cleanup, as Markdown (title line included).
+    pub uncleaned: String,
+    /// Every element the rules removed, in the order they removed them.
+    pub dropped: Vec<Dropped>,
+    /// `false` when the rules would have left under [`MIN_ARTICLE_CHARS`] characters, so
+    /// the uncleaned article is returned and `dropped` did not take effect.
+    pub applied: bool,
+}
+
+/// The article path with its cleanup explained: `None` when readability finds no article
+/// of at least [`MIN_ARTICLE_CHARS`] characters (the tool then renders the whole page).
+pub fn explain_cleanup(html: &str, base_url: Option<&str>) -> Option<CleanupExplanation> {
+    let uncleaned = article_markdown(html, base_url, Cleanup::Skip)??;
+    let mut dropped = Vec::new();
+    let cleaned = article_markdown(html, base_url, Cleanup::Apply(Some(&mut dropped)))?;
+    Some(CleanupExplanation {
+        applied: cleaned.is_some(),
+        markdown: cleaned.unwrap_or_else(|| uncleaned.clone()),
+        uncleaned,
+        dropped,
+    })
+}
+
+/// Whether a readability pass runs the cleanup rules, recording what they drop.
+enum Cleanup<'t> {
+    Skip,
+    Apply(Option<&'t mut Vec<Dropped>>),
+}
+
 /// One readability pass. `None` when readability finds nothing; `Some(None)` when the
-/// article (after the cleanup, when `clean`) is under [`MIN_ARTICLE_CHARS`].
-fn article_markdown(html: &str, base_url: Option<&str>, clean: bool) -> Option<Option<String>> {
+/// article (after the cleanup, when applied) is under [`MIN_ARTICLE_CHARS`].
+fn article_markdown(
+    html: &str,
+    base_url: Option<&str>,
+    cleanup: Cleanup<'_>,
+) -> Option<Option<String>> {
     let cfg = || Config {
         // the cleanup rules read `class` / `id` words; the Markdown never shows them
         keep_classes: true,
@@ -123,8 +162,8 @@ fn article_markdown(html: &str, base_url: Option<&str>, clean: bool) -> Option<O
     let root = reader.doc.select_single(ARTICLE_ROOT);
     let root = root.nodes().first()?;
     let title = site_free_title(article.title.trim(), &headings);
-    if clean {
-        cleanup::clean_article(root, title);
+    if let Cleanup::Apply(trace) = cleanup {
+        cleanup::clean_article(root, title, trace);
     }
     let markdown = root.md(Some(NOT_RENDERED));
     let body = markdown.trim();

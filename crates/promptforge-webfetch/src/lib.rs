@@ -58,14 +58,15 @@ pub use address_policy::{
     BLOCKED_V4, BLOCKED_V6, BlockedRange, Cidr, CidrError, is_special_use, normalize,
 };
 pub use admission::{AdmissionError, AdmittedUrl, MAX_URL_LEN, admit, admit_url};
+pub use cleanup::{CleanupRule, Dropped};
 pub use config::{
     ConfigError, DEFAULT_MAX_BYTES, DEFAULT_MAX_CHARS, DEFAULT_MAX_REDIRECTS, DEFAULT_PORTS,
     DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, FetchConfig, FetchConfigBuilder, MAX_MAX_BYTES,
     MAX_MAX_CHARS, MAX_MAX_REDIRECTS, MAX_TIMEOUT,
 };
 pub use extract::{
-    Extraction, MIN_ARTICLE_CHARS, Rendering, html_to_markdown, readability_markdown,
-    whole_page_markdown,
+    CleanupExplanation, Extraction, MIN_ARTICLE_CHARS, Rendering, explain_cleanup,
+    html_to_markdown, readability_markdown, whole_page_markdown,
 };
 pub use redact::redacted;
 pub use resolver::{HostLookup, SystemLookup};

@@ -251,6 +251,38 @@ network review for the northern suburbs, with maps of every new stop</a>.</p>{re
 }
 
 #[test]
+fn headings_the_page_left_empty_are_its_layout_and_stay() {
+    // a heading over a list whose items are linked headings of a higher level, and a
+    // lead-in line set as a heading: empty sections by the heading levels, content by
+    // their text; the "More stories" heading whose teaser list the rules drop still goes
+    let (first, rest) = split_body("<p>Residents");
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}<h3>Buses recommended by the drivers:</h3>
+<h4>Our picks for the new routes</h4><ul>
+<li><h2><a href="/bus/a">Northline Electric Twelve</a></h2></li>
+<li><h2><a href="/bus/b">Citymover Hybrid Eighteen</a></h2></li></ul>
+<h3>So, here is what changes for riders on the northern routes:</h3>
+<h3>Timetables</h3>{rest}
+<h2>More stories</h2><ul>
+<li><a href="/s1">Harbour festival returns</a></li><li><a href="/s2">Library opens late</a></li></ul>"#
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    for kept in [
+        "Our picks for the new routes",
+        "Northline Electric Twelve",
+        "Citymover Hybrid Eighteen",
+        "what changes for riders",
+    ] {
+        assert!(md.contains(kept), "{kept:?} lost:\n{md}");
+    }
+    assert_dropped(&md, &["More stories", "Harbour festival"]);
+}
+
+#[test]
 fn headings_and_tables_that_repeat_are_content() {
     let rows: String = ["Monday", "Tuesday", "Wednesday"]
         .iter()
