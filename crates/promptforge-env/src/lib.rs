@@ -276,7 +276,7 @@ mod tests {
             Some(("A_1".into(), "x y".into()))
         );
         assert_eq!(
-            parse_line("export   B = 'v' ").unwrap(),
+            parse_line("export \t B = 'v' ").unwrap(),
             Some(("B".into(), "v".into()))
         );
         assert_eq!(

@@ -220,7 +220,7 @@ async fn invalid_requests_are_400_and_never_reach_brave() {
     let bad = [
         json!({}),
         json!({"query": ""}),
-        json!({"query": "   "}),
+        json!({"query": " \t "}),
         json!({"query": "q", "count": 0}),
         json!({"query": "q", "count": 21}),
         json!({"query": "q", "freshness": "pz"}),
