@@ -705,7 +705,8 @@ fn is_related_label(text: &str) -> bool {
 /// after the last one, or is introduced by a related-content label (`Related`, `Read
 /// more`, `More from ...`) in the element before it or in its own first line. A link list
 /// amid the body without such a label is article content (a list of sources, of products
-/// reviewed) and stays.
+/// reviewed) and stays, and so is a list whose links spell out web addresses (a closing
+/// list of references), wherever it sits.
 pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
@@ -730,8 +731,37 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             return false;
         }
         let at_edge = e.end <= first_body || i > last_body;
-        at_edge || labelled_related(e)
+        (at_edge || labelled_related(e)) && !is_address_list(&e.node)
     })
+}
+
+/// Whether at least half of the links under `node` show a web address as their text
+/// (`https://doi.org/...`, `www.example.org/report`): a list of sources or references
+/// spelled out in full, which is article content wherever it sits. Teaser lists, feeds
+/// and navigation name their targets by headline or label, never by address.
+fn is_address_list(node: &NodeRef<'_>) -> bool {
+    let (mut links, mut addresses) = (0usize, 0usize);
+    for a in node.descendants_it() {
+        if !a.node_name().is_some_and(|n| n.eq_ignore_ascii_case("a")) {
+            continue;
+        }
+        links += 1;
+        if is_web_address(a.text().trim()) {
+            addresses += 1;
+        }
+    }
+    links > 0 && addresses * 2 >= links
+}
+
+/// A single token that reads as a web address: `http://` / `https://` or `www.` and a
+/// dot after it.
+fn is_web_address(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+        .or_else(|| lower.strip_prefix("www."));
+    !text.contains(char::is_whitespace) && rest.is_some_and(|r| r.contains('.'))
 }
 
 /// Whether the element before `e`, or `e`'s own first leaf block, is a related-content
@@ -1386,6 +1416,45 @@ mod tests {
             &["first proposed", "revised"],
             &["mayor opens", "city hall"],
         );
+    }
+
+    #[test]
+    fn a_closing_list_of_web_addresses_is_a_reference_list_and_stays() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<ul><li><a href=https://doi.org/10.1/x>https://doi.org/10.1/x</a></li>\
+                 <li><a href=https://www.transit.example/report.pdf>www.transit.example/report.pdf</a></li>\
+                 <li><a href=/more>More from the council</a></li></ul>\
+                 <ul><li><a href=/1>Mayor opens new library</a></li><li><a href=/2>Storm closes schools</a></li></ul>"
+            ),
+            drop_link_lists,
+        );
+        assert_eq!(n, 1, "{text}");
+        check(
+            &text,
+            &["doi.org/10.1/x", "report.pdf", "more from the council"],
+            &["mayor opens"],
+        );
+    }
+
+    #[test]
+    fn web_addresses_are_recognised() {
+        for yes in [
+            "https://doi.org/10.1/x",
+            "http://example.com",
+            "www.example.org/a",
+        ] {
+            assert!(is_web_address(yes), "{yes}");
+        }
+        for no in [
+            "https://",
+            "www.",
+            "Read the https://x.org report",
+            "example.org",
+            "Home",
+        ] {
+            assert!(!is_web_address(no), "{no}");
+        }
     }
 
     #[test]

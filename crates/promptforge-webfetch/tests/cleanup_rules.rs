@@ -61,6 +61,12 @@ fn assert_body_kept(md: &str) {
     }
 }
 
+fn assert_kept(md: &str, content: &[&str]) {
+    for c in content {
+        assert!(md.contains(c), "{c:?} lost:\n{md}");
+    }
+}
+
 fn assert_dropped(md: &str, furniture: &[&str]) {
     for f in furniture {
         assert!(!md.contains(f), "{f:?} kept:\n{md}");
@@ -227,9 +233,34 @@ fn a_link_list_amid_the_body_without_a_related_label_stays() {
     );
     let md = article(&html);
     assert_body_kept(&md);
-    for route in ["Route 21", "Route 22", "Route 23", "Route 24"] {
-        assert!(md.contains(route), "{route} lost:\n{md}");
-    }
+    assert_kept(&md, &["Route 21", "Route 22", "Route 23", "Route 24"]);
+}
+
+#[test]
+fn a_closing_list_of_sources_spelled_as_addresses_stays() {
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{}
+<h3>Sources</h3>
+<ul><li><a href="https://transit.example/levy-2023.pdf">https://transit.example/levy-2023.pdf</a></li>
+<li><a href="https://www.state.example/grants/low-emission">www.state.example/grants/low-emission</a></li>
+<li><a href="https://council.example/minutes/0502">https://council.example/minutes/0502</a></li></ul>
+<ul><li><a href="/s1">Harbour festival returns</a></li><li><a href="/s2">Library opens late</a></li></ul>"#,
+            body(4)
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_kept(
+        &md,
+        &[
+            "transit.example/levy-2023.pdf",
+            "www.state.example/grants/low-emission",
+            "council.example/minutes/0502",
+        ],
+    );
+    assert_dropped(&md, &["Harbour festival", "Library opens late"]);
 }
 
 #[test]
@@ -271,14 +302,15 @@ fn headings_the_page_left_empty_are_its_layout_and_stay() {
     );
     let md = article(&html);
     assert_body_kept(&md);
-    for kept in [
-        "Our picks for the new routes",
-        "Northline Electric Twelve",
-        "Citymover Hybrid Eighteen",
-        "what changes for riders",
-    ] {
-        assert!(md.contains(kept), "{kept:?} lost:\n{md}");
-    }
+    assert_kept(
+        &md,
+        &[
+            "Our picks for the new routes",
+            "Northline Electric Twelve",
+            "Citymover Hybrid Eighteen",
+            "what changes for riders",
+        ],
+    );
     assert_dropped(&md, &["More stories", "Harbour festival"]);
 }
 
