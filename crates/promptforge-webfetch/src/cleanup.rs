@@ -12,7 +12,7 @@
 //!    furniture in generic words (`share`, `newsletter`, `related`, `caption`, `gallery`,
 //!    ...), unless the element holds a large share of the article.
 //! 3. [`drop_captions_and_galleries`]: `<figcaption>`, and containers of three or more
-//!    images with little text per image.
+//!    images with little text per image and no body paragraph.
 //! 4. [`drop_link_lists`]: lists, tables and sections made mostly of links (teaser lists,
 //!    "more stories" feeds, tag lists).
 //! 5. [`drop_boilerplate_text`]: short blocks that are page furniture by their words
@@ -641,8 +641,9 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
 // ------------------------------------------------------------------ rule 3
 
 /// Rule 3: every `<figcaption>`, and any block holding three or more images, no heading,
-/// and fewer than [`GALLERY_WORDS_PER_IMAGE`] words of text per image (a gallery or
-/// slideshow), with its text. A list of features or products with a heading per item is
+/// no body paragraph, and fewer than [`GALLERY_WORDS_PER_IMAGE`] words of text per image (a
+/// gallery or slideshow), with its text. A block with a body paragraph among many images is
+/// an illustrated article (a buying guide with a photo per product), not a gallery. A list of features or products with a heading per item is
 /// not a gallery, and neither is a table or anything in or around one (a comparison table
 /// with a logo per column, a status table with an icon per cell).
 pub(crate) fn drop_captions_and_galleries<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
@@ -653,6 +654,7 @@ pub(crate) fn drop_captions_and_galleries<'a>(root: &NodeRef<'a>) -> Vec<NodeRef
                 && e.stats.tables == 0
                 && e.stats.images >= 3
                 && e.stats.headings == 0
+                && !e.body_inside
                 && e.stats.words < GALLERY_WORDS_PER_IMAGE * e.stats.images)
     })
 }
@@ -1383,19 +1385,28 @@ mod tests {
     }
 
     #[test]
-    fn captions_and_galleries_go() {
+    fn captions_and_galleries_go_an_illustrated_article_stays() {
         let gallery: String = (1..=4)
             .map(|i| format!("<div><img src='/g{i}.jpg'><span>Shot {i}</span></div>"))
+            .collect();
+        // many photos around body paragraphs: an illustrated article, not a gallery
+        let illustrated: String = (1..=12)
+            .map(|i| format!("<div><img src='/p{i}.jpg'><span>Model {i}</span></div>"))
             .collect();
         let (n, text) = apply(
             &format!(
                 "{BODY}<figure><img src=/a.jpg><figcaption>The new bus depot. Photo: J. Doe</figcaption></figure>\
-                 <div class=x>{gallery}</div><p><img src=/b.jpg> A paragraph with one image stays.</p>"
+                 <div class=x>{gallery}</div><p><img src=/b.jpg> A paragraph with one image stays.</p>\
+                 <div class=y>{BODY}{illustrated}</div>"
             ),
             drop_captions_and_galleries,
         );
         assert_eq!(n, 2, "{text}");
-        check(&text, &["one image stays"], &["bus depot", "shot 3"]);
+        check(
+            &text,
+            &["one image stays", "model 12"],
+            &["bus depot", "shot 3"],
+        );
     }
 
     #[test]

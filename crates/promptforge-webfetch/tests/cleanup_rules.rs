@@ -111,6 +111,26 @@ fn figure_captions_galleries_and_photo_credits_are_dropped() {
 }
 
 #[test]
+fn an_article_illustrated_with_many_photos_is_not_a_gallery() {
+    let photos: String = (1..=12)
+        .map(|i| {
+            format!(r#"<div><img src="/img/route{i}.jpg" alt=""><span>Route {i}</span></div>"#)
+        })
+        .collect();
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            "<div class=\"story\">{}{photos}</div>\n<p>Route maps are posted at every stop and \
+             on the transit agency's website, with a printed copy available at the library.</p>",
+            body(4)
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_kept(&md, &["Route maps are posted"]);
+}
+
+#[test]
 fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
     let caption = "<div>A driver checks the route display before the first run of the day.</div>";
     let html = page(
