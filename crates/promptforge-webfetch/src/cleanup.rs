@@ -1069,7 +1069,7 @@ const AUTHOR_ROLES: &[&str] = &[
 
 /// `Jane Doe is a reporter for ...`, `John Smith covers ...`, `Contact ... at ...`: a
 /// capitalised name of one to four words, then `is` / `was` / `covers` / `writes`, and a
-/// word for a writer's job; or a contact line.
+/// word for a writer's job (a whole word: `editorial` is not `editor`); or a contact line.
 fn is_author_box(text: &str, words: usize) -> bool {
     if words > 60 {
         return false;
@@ -1085,7 +1085,10 @@ fn is_author_box(text: &str, words: usize) -> bool {
                 .iter()
                 .all(|w| w.chars().next().is_some_and(char::is_uppercase))
     });
-    (names_a_person && AUTHOR_ROLES.iter().any(|r| lower.contains(r)))
+    let names_a_role = lower.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        AUTHOR_ROLES.contains(&w.strip_suffix('s').unwrap_or(w)) || AUTHOR_ROLES.contains(&w)
+    });
+    (names_a_person && names_a_role)
         || lower.starts_with("contact ")
         || lower.starts_with("follow ") && (lower.contains("twitter") || lower.contains(" on "))
         || lower.starts_with("email ")
@@ -1164,8 +1167,9 @@ fn is_dateline(text: &str) -> bool {
 /// [`BODY_PARAGRAPH_WORDS`] words, mostly not links), a short block that is mostly links
 /// (breadcrumbs, a section row) or is a byline or dateline (`By Jane Doe`, `Updated
 /// March 3, 2024`, `5 min read`) is dropped. After the last body paragraph, an author box
-/// (`Jane Doe is a reporter for ...`) and short blocks that are almost all link (`Read
-/// more` rows, a feed of headlines) are dropped. List items and table cells are left to
+/// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
+/// body paragraph) and short blocks that are almost all link (`Read more` rows, a feed of
+/// headlines) are dropped. List items and table cells are left to
 /// rule 4, which judges their list or table as a whole.
 pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
@@ -1174,7 +1178,11 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let Some(first) = blocks.iter().position(|b| body(b)) else {
         return Vec::new();
     };
-    let last = blocks.iter().rposition(|b| body(b)).unwrap_or(first);
+    // an author box long enough to pass for a body paragraph does not extend the article
+    let last = blocks
+        .iter()
+        .rposition(|b| body(b) && !is_author_box(&b.node.text(), b.stats.words))
+        .unwrap_or(first);
     let mut doomed = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         let s = block.stats;
@@ -1549,15 +1557,19 @@ mod tests {
                 "<div><a href=/>Home</a> › <a href=/news>News</a> › <a href=/city>City</a></div>\
                  <p>A short standfirst stays.</p>{BODY}{BODY}\
                  <p>Jane Doe is a transport reporter for the Daily Example.</p>\
-                 <p><a href=/more>More transport news</a></p>"
+                 <p><a href=/more>More transport news</a></p>\
+                 <p>John Roe is a senior correspondent who has covered city hall, regional \
+                 transport and the state budget for the Daily Example since 2015, after a \
+                 decade at the Evening Post.</p>"
             ),
             drop_edge_furniture,
         );
-        assert_eq!(n, 3, "{text}");
+        assert_eq!(n, 4, "{text}");
         assert!(text.contains("standfirst stays"), "{text}");
         assert!(
             !text.contains("home")
                 && !text.contains("jane doe")
+                && !text.contains("john roe")
                 && !text.contains("more transport"),
             "{text}"
         );
@@ -1579,6 +1591,14 @@ mod tests {
         assert!(!is_author_box(
             "The mayor is a former reporter who says buses matter.",
             10
+        ));
+        assert!(is_author_box(
+            "Jo Roe writes for the Daily Example as one of its contributors.",
+            10
+        ));
+        assert!(!is_author_box(
+            "Mono Sans was drawn in 2020 for editorial design in newsrooms.",
+            11
         ));
         assert!(
             !is_author_box("Jane Doe is a reporter. ".repeat(20).as_str(), 100),

@@ -181,7 +181,7 @@ fn related_content_inside_and_after_the_article_is_dropped() {
 }
 
 #[test]
-fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
+fn breadcrumbs_bylines_newsletter_author_boxes_and_copyright_are_dropped() {
     let html = page(
         "Council expands bus network",
         &format!(
@@ -192,6 +192,8 @@ fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
 <form><input type="email"><button>Sign up</button></form></div>
 {}
 <p>Jane Doe is a transport reporter for the Daily Example.</p>
+<p>John Roe is a senior correspondent who has covered city hall, regional transport and the
+state budget for the Daily Example since 2015, after a decade at the Evening Post.</p>
 <p>© 2024 Daily Example. All rights reserved.</p>"#,
             body(2),
             body(4)[body(2).len()..].to_owned()
@@ -208,6 +210,7 @@ fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
             "morning briefing",
             "newsletter",
             "transport reporter",
+            "senior correspondent",
             "All rights reserved",
         ],
     );
