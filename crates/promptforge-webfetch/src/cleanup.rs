@@ -993,8 +993,11 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
     if UI_LABELS.contains(&trimmed) || (words <= 5 && is_counter(text)) {
         return true;
     }
+    // `[Read more: ...]`, `» Related: ...`, `— Photo: ...`: a bracket, bullet or dash in
+    // front does not hide the start
+    let lead = text.trim_start_matches(|c: char| !c.is_alphanumeric() && c != '©' && c != '(');
     for start in FURNITURE_STARTS {
-        if text.starts_with(start) && (words <= SHORT_BLOCK_WORDS || start.ends_with(':')) {
+        if lead.starts_with(start) && (words <= SHORT_BLOCK_WORDS || start.ends_with(':')) {
             // a ':' start is furniture only while the block stays short-ish
             if words <= 3 * SHORT_BLOCK_WORDS {
                 return true;
@@ -1514,12 +1517,14 @@ mod tests {
                 "{BODY}<p>Advertisement</p><p>Image 1 of 8</p><p>Close</p>\
                  <p>Photo: Jane Roe, AP</p><p>Sign up for our daily newsletter</p>\
                  <p>Read more: <a href=/z>Council approves budget</a></p>\
+                 <p>[<b>Read more:</b> <a href=/y>Tram fares frozen</a>]</p>\
+                 <p>» Related: <a href=/x>Depot opens</a></p>\
                  <p>© 2024 The Daily Example. All rights reserved.</p>\
                  <p>Photographers gathered at the depot as the first bus left at dawn.</p>"
             ),
             drop_boilerplate_text,
         );
-        assert_eq!(n, 7, "{text}");
+        assert_eq!(n, 9, "{text}");
         assert!(text.contains("photographers gathered"), "{text}");
         assert!(text.contains("the council voted"), "{text}");
     }

@@ -157,6 +157,7 @@ fn related_content_inside_and_after_the_article_is_dropped() {
 <li><a href="/c">New cycle lanes open</a></li></ul></div>
 {rest}
 <p><strong>Read more:</strong> <a href="/budget">Council approves the city budget</a></p>
+<p>[<strong>Read more:</strong> <a href="/fares">Tram fares frozen for a year</a>]</p>
 <section><h2>More stories</h2>
 <div><a href="/s1"><h3>Harbour festival returns</h3></a><a href="/s1">Crowds expected</a></div>
 <div><a href="/s2"><h3>Library opens late</h3></a><a href="/s2">Longer hours</a></div>
@@ -173,6 +174,7 @@ fn related_content_inside_and_after_the_article_is_dropped() {
             "Tram line delayed",
             "Read more",
             "approves the city budget",
+            "Tram fares frozen",
             "More stories",
             "Harbour festival",
             "Library opens late",
