@@ -21,8 +21,8 @@
 //! 6. [`drop_repeated_blocks`]: a block whose text already appeared (a caption repeated per
 //!    image, a pull quote).
 //! 7. [`drop_edge_furniture`]: at the article's start, breadcrumbs and link rows before the
-//!    first body paragraph; at its end, author boxes and short link-dense blocks after the
-//!    last body paragraph.
+//!    first body paragraph; at its end, author boxes, date stamps and short link-dense
+//!    blocks after the last body paragraph.
 //! 8. [`drop_title_repeat`]: the headline, when it is also the first block of the body (the
 //!    Markdown already starts with `# Title`).
 //! 9. [`drop_orphan_headings`]: a heading the rules left with nothing under it (the
@@ -1125,45 +1125,102 @@ const MONTHS: &[&str] = &[
     "dec",
 ];
 
+/// The longest block (in words) that can be a date stamp after the article.
+const DATE_STAMP_WORDS: usize = 8;
+
+/// Starts of a date stamp (see [`is_date_stamp`]); a dateline may also start so.
+const DATE_STAMP_STARTS: &[&str] = &[
+    "published",
+    "updated",
+    "last updated",
+    "last modified",
+    "last reviewed",
+    "posted on",
+    "posted by",
+    "written by",
+];
+
+/// Further starts of a byline or dateline at the article's top (see [`is_dateline`]).
+const BYLINE_STARTS: &[&str] = &[
+    "by ",
+    "posted",
+    "reviewed by",
+    "fact checked by",
+    "fact-checked by",
+    "edited by",
+];
+
+/// `1st`, `2nd`, `3rd`, `4th`: the suffixes of a day of the month.
+const ORDINAL_SUFFIXES: &[&str] = &["st", "nd", "rd", "th"];
+
+/// The runs of letters and digits in `text`.
+fn alphanumeric_words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// One to four ASCII digits: a day, a month or a year.
+fn is_date_number(w: &str) -> bool {
+    !w.is_empty() && w.len() <= 4 && w.chars().all(|c| c.is_ascii_digit())
+}
+
+/// A date stamp as it closes an article (the lowercased text of a block of at most
+/// [`DATE_STAMP_WORDS`] words): `Published August 13, 2025`, `Last updated: Nov 4, 2025`,
+/// `Written by`, or a bare date (`Aug 21, 2025`, `2025-08-21`) and nothing else. Narrower
+/// than [`is_dateline`]: after the body, a line that merely mentions a date is often a
+/// reference (`IRS, "Estate tax", October 2025`).
+fn is_date_stamp(text: &str) -> bool {
+    let lead = text.trim_start_matches(|c: char| !c.is_alphanumeric());
+    if DATE_STAMP_STARTS.iter().any(|p| lead.starts_with(p))
+        || (text.split_whitespace().count() == 1 && is_numeric_date(text))
+    {
+        return true;
+    }
+    let words = alphanumeric_words(text);
+    let day_or_year = |w: &str| {
+        is_date_number(
+            ORDINAL_SUFFIXES
+                .iter()
+                .find_map(|s| w.strip_suffix(s))
+                .unwrap_or(w),
+        )
+    };
+    words.iter().any(|w| MONTHS.contains(w))
+        && words.iter().any(|w| is_date_number(w))
+        && words.iter().all(|w| MONTHS.contains(w) || day_or_year(w))
+}
+
 /// A byline or dateline: `By Jane Doe`, `Updated March 3, 2024`, `5 min read`,
 /// `Posted on 2024-03-03`, `Jane Doe | 12 Mar 2024`.
 fn is_dateline(text: &str) -> bool {
-    const STARTS: &[&str] = &[
-        "by ",
-        "updated",
-        "published",
-        "posted",
-        "last updated",
-        "last modified",
-        "written by",
-        "reviewed by",
-        "fact checked by",
-        "fact-checked by",
-        "edited by",
-    ];
-    if STARTS.iter().any(|p| text.starts_with(p)) {
+    if DATE_STAMP_STARTS
+        .iter()
+        .chain(BYLINE_STARTS)
+        .any(|p| text.starts_with(p))
+    {
         return true;
     }
     if text.contains("min read") || text.contains("minute read") || text.contains("reading time") {
         return true;
     }
     // a month name next to a number, or a numeric date such as 2024-03-03 or 03/03/2024
-    let words: Vec<&str> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let has_number =
-        |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()) && w.len() <= 4;
-    let month_date = words.windows(2).any(|p| {
-        (MONTHS.contains(&p[0]) && has_number(p[1])) || (has_number(p[0]) && MONTHS.contains(&p[1]))
+    let month_date = alphanumeric_words(text).windows(2).any(|p| {
+        (MONTHS.contains(&p[0]) && is_date_number(p[1]))
+            || (is_date_number(p[0]) && MONTHS.contains(&p[1]))
     });
-    let numeric_date = text.split_whitespace().any(|w| {
+    month_date || is_numeric_date(text)
+}
+
+/// Whether a whitespace-separated token of `text` is a numeric date with a four-digit year:
+/// `2024-03-03`, `03/03/2024`, `3.3.2024`.
+fn is_numeric_date(text: &str) -> bool {
+    text.split_whitespace().any(|w| {
         let parts: Vec<&str> = w.split(['-', '/', '.']).collect();
         parts.len() == 3
-            && parts.iter().all(|p| has_number(p))
+            && parts.iter().all(|p| is_date_number(p))
             && parts.iter().any(|p| p.len() == 4)
-    });
-    month_date || numeric_date
+    })
 }
 
 /// Rule 7: the article's edges. Before the first body paragraph (at least
@@ -1171,8 +1228,8 @@ fn is_dateline(text: &str) -> bool {
 /// (breadcrumbs, a section row) or is a byline or dateline (`By Jane Doe`, `Updated
 /// March 3, 2024`, `5 min read`) is dropped. After the last body paragraph, an author box
 /// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
-/// body paragraph) and short blocks that are almost all link (`Read more` rows, a feed of
-/// headlines) are dropped. List items and table cells are left to
+/// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
+/// link (`Read more` rows, a feed of headlines) are dropped. List items and table cells are left to
 /// rule 4, which judges their list or table as a whole.
 pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
@@ -1198,6 +1255,7 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         } else if i > last {
             (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)
                 || is_author_box(&block.node.text(), s.words)
+                || (!item && s.words <= DATE_STAMP_WORDS && is_date_stamp(&norm_text(&block.node)))
         } else {
             false
         };
@@ -1301,6 +1359,16 @@ mod tests {
     const BODY: &str = "<p>The council voted on Tuesday to expand the city's bus network, adding \
         four routes that connect the northern suburbs with the hospital district and the \
         university campus across the river.</p>";
+
+    /// Asserts that `f` accepts every `yes` text and rejects every `no` one.
+    fn classifies(f: fn(&str) -> bool, yes: &[&str], no: &[&str]) {
+        for y in yes {
+            assert!(f(y), "{y:?} not recognised");
+        }
+        for n in no {
+            assert!(!f(n), "{n:?} wrongly recognised");
+        }
+    }
 
     /// Asserts that `text` holds every `kept` phrase and none of the `gone` ones.
     fn check(text: &str, kept: &[&str], gone: &[&str]) {
@@ -1461,22 +1529,21 @@ mod tests {
 
     #[test]
     fn web_addresses_are_recognised() {
-        for yes in [
-            "https://doi.org/10.1/x",
-            "http://example.com",
-            "www.example.org/a",
-        ] {
-            assert!(is_web_address(yes), "{yes}");
-        }
-        for no in [
-            "https://",
-            "www.",
-            "Read the https://x.org report",
-            "example.org",
-            "Home",
-        ] {
-            assert!(!is_web_address(no), "{no}");
-        }
+        classifies(
+            is_web_address,
+            &[
+                "https://doi.org/10.1/x",
+                "http://example.com",
+                "www.example.org/a",
+            ],
+            &[
+                "https://",
+                "www.",
+                "Read the https://x.org report",
+                "example.org",
+                "Home",
+            ],
+        );
     }
 
     #[test]
@@ -1491,23 +1558,22 @@ mod tests {
 
     #[test]
     fn counters_are_recognised() {
-        for yes in [
-            "image 1 of 8",
-            "photo 3 / 12",
-            "2 of 10",
-            "1/8",
-            "slide 4/9",
-        ] {
-            assert!(is_counter(yes), "{yes}");
-        }
-        for no in [
-            "one of the best",
-            "24/7 coverage of the",
-            "of 8",
-            "image one of eight",
-        ] {
-            assert!(!is_counter(no), "{no}");
-        }
+        classifies(
+            is_counter,
+            &[
+                "image 1 of 8",
+                "photo 3 / 12",
+                "2 of 10",
+                "1/8",
+                "slide 4/9",
+            ],
+            &[
+                "one of the best",
+                "24/7 coverage of the",
+                "of 8",
+                "image one of eight",
+            ],
+        );
     }
 
     #[test]
@@ -1584,6 +1650,27 @@ mod tests {
     fn edges_leave_a_page_without_body_paragraphs_alone() {
         let (n, _) = apply("<p><a href=/a>Only a link</a></p>", drop_edge_furniture);
         assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn date_stamps_are_recognised() {
+        classifies(
+            is_date_stamp,
+            &[
+                "published august 13, 2025",
+                "last updated: nov 4, 2025",
+                "written by",
+                "aug 21, 2025",
+                "21st august 2025",
+                "2025-08-21",
+            ],
+            &[
+                "irs, \"estate tax\", october 2025.",
+                "the route opens on may 4",
+                "2025",
+                "may",
+            ],
+        );
     }
 
     #[test]

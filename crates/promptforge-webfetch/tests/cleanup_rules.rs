@@ -196,6 +196,8 @@ fn breadcrumbs_bylines_newsletter_author_boxes_and_copyright_are_dropped() {
 <p>Jane Doe is a transport reporter for the Daily Example.</p>
 <p>John Roe is a senior correspondent who has covered city hall, regional transport and the
 state budget for the Daily Example since 2015, after a decade at the Evening Post.</p>
+<p>Transit agency, "Network plan 2024", May 2024.</p>
+<p>Last updated: May 3, 2024</p>
 <p>© 2024 Daily Example. All rights reserved.</p>"#,
             body(2),
             body(4)[body(2).len()..].to_owned()
@@ -203,6 +205,7 @@ state budget for the Daily Example since 2015, after a decade at the Evening Pos
     );
     let md = article(&html);
     assert_body_kept(&md);
+    assert_kept(&md, &["Network plan 2024"]);
     assert_dropped(
         &md,
         &[
@@ -213,6 +216,7 @@ state budget for the Daily Example since 2015, after a decade at the Evening Pos
             "newsletter",
             "transport reporter",
             "senior correspondent",
+            "Last updated",
             "All rights reserved",
         ],
     );
