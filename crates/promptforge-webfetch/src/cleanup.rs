@@ -708,7 +708,8 @@ fn is_related_label(text: &str) -> bool {
 /// more`, `More from ...`) in the element before it or in its own first line. A link list
 /// amid the body without such a label is article content (a list of sources, of products
 /// reviewed) and stays, and so is a list whose links spell out web addresses (a closing
-/// list of references), wherever it sits.
+/// list of references), wherever it sits. A table of contents (every link a jump into
+/// one page) goes wherever it sits.
 pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
@@ -733,8 +734,33 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             return false;
         }
         let at_edge = e.end <= first_body || i > last_body;
-        (at_edge || labelled_related(e)) && !is_address_list(&e.node)
+        ((at_edge || labelled_related(e)) && !is_address_list(&e.node))
+            || is_table_of_contents(&e.node)
     })
+}
+
+/// Whether every link under `node` (at least two) jumps to a place in one page
+/// (`#section-2`, `https://example.org/post#section-2`): a table of contents, which
+/// navigates the article rather than being part of it, wherever it sits.
+fn is_table_of_contents(node: &NodeRef<'_>) -> bool {
+    let mut page: Option<String> = None;
+    let mut links = 0usize;
+    for a in node.descendants_it() {
+        if !a.node_name().is_some_and(|n| n.eq_ignore_ascii_case("a")) {
+            continue;
+        }
+        let Some(href) = a.attr("href") else {
+            return false;
+        };
+        let Some((target, fragment)) = href.trim().split_once('#') else {
+            return false;
+        };
+        if fragment.is_empty() || page.get_or_insert_with(|| target.to_owned()) != target {
+            return false;
+        }
+        links += 1;
+    }
+    links >= 2
 }
 
 /// Whether at least half of the links under `node` show a web address as their text
@@ -862,6 +888,10 @@ const UI_LABELS: &[&str] = &[
     "up next",
     "don't miss",
     "see also",
+    "table of contents",
+    "contents",
+    "in this article",
+    "on this page",
     "tags",
     "topics",
     "follow us",
@@ -1525,6 +1555,30 @@ mod tests {
             &["doi.org/10.1/x", "report.pdf", "more from the council"],
             &["mayor opens"],
         );
+    }
+
+    #[test]
+    fn a_table_of_contents_goes_wherever_it_sits() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<ul><li><a href=#routes>The new routes</a></li>\
+                 <li><a href=#cost>What it costs</a></li></ul>{BODY}\
+                 <ul><li><a href=/a#x>Tram plan</a></li><li><a href=/b#y>Cycle plan</a></li></ul>{BODY}"
+            ),
+            drop_link_lists,
+        );
+        assert_eq!(n, 1, "{text}");
+        check(&text, &["tram plan"], &["new routes"]);
+        let toc = |first: &str, second: &str| {
+            let doc = Document::from(format!(
+                "<ul><li><a href='{first}'>A</a></li><li><a href='{second}'>B</a></li></ul>"
+            ));
+            let list = doc.select_single("ul");
+            is_table_of_contents(list.nodes().first().unwrap())
+        };
+        assert!(toc("https://x.example/p#a", "https://x.example/p#b"));
+        assert!(!toc("#a", "/p#b"), "two pages");
+        assert!(!toc("#a", "#"), "a link without a fragment");
     }
 
     #[test]

@@ -146,12 +146,15 @@ fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
 }
 
 #[test]
-fn related_content_inside_and_after_the_article_is_dropped() {
+fn related_content_and_a_table_of_contents_in_and_after_the_article_are_dropped() {
     let (first, rest) = split_body("<p>Residents");
     let html = page(
         "Council expands bus network",
         &format!(
-            r#"{first}
+            r##"{first}
+<p>Table of Contents</p>
+<ul><li><a href="#routes">The four new routes</a></li><li><a href="#drivers">Hiring drivers</a></li>
+<li><a href="#levy">Paying for it</a></li></ul>
 <div><h4>You may also like</h4><ul>
 <li><a href="/a">Tram line delayed again</a></li><li><a href="/b">Fares to rise in spring</a></li>
 <li><a href="/c">New cycle lanes open</a></li></ul></div>
@@ -162,7 +165,7 @@ fn related_content_inside_and_after_the_article_is_dropped() {
 <div><a href="/s1"><h3>Harbour festival returns</h3></a><a href="/s1">Crowds expected</a></div>
 <div><a href="/s2"><h3>Library opens late</h3></a><a href="/s2">Longer hours</a></div>
 <div><a href="/s3"><h3>School run changes</h3></a><a href="/s3">New drop-off zone</a></div>
-</section>"#
+</section>"##
         ),
     );
     let md = article(&html);
@@ -170,6 +173,9 @@ fn related_content_inside_and_after_the_article_is_dropped() {
     assert_dropped(
         &md,
         &[
+            "Table of Contents",
+            "four new routes",
+            "Hiring drivers",
             "You may also like",
             "Tram line delayed",
             "Read more",
