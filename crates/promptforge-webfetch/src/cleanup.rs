@@ -12,7 +12,7 @@
 //!    furniture in generic words (`share`, `newsletter`, `related`, `caption`, `gallery`,
 //!    ...), unless the element holds a large share of the article.
 //! 3. [`drop_captions_and_galleries`]: `<figcaption>`, and containers of three or more
-//!    images with little text per image.
+//!    images with little text per image and no body paragraph.
 //! 4. [`drop_link_lists`]: lists, tables and sections made mostly of links (teaser lists,
 //!    "more stories" feeds, tag lists).
 //! 5. [`drop_boilerplate_text`]: short blocks that are page furniture by their words
@@ -21,8 +21,8 @@
 //! 6. [`drop_repeated_blocks`]: a block whose text already appeared (a caption repeated per
 //!    image, a pull quote).
 //! 7. [`drop_edge_furniture`]: at the article's start, breadcrumbs and link rows before the
-//!    first body paragraph; at its end, author boxes and short link-dense blocks after the
-//!    last body paragraph.
+//!    first body paragraph; at its end, author boxes, date stamps and short link-dense
+//!    blocks after the last body paragraph.
 //! 8. [`drop_title_repeat`]: the headline, when it is also the first block of the body (the
 //!    Markdown already starts with `# Title`).
 //! 9. [`drop_orphan_headings`]: a heading the rules left with nothing under it (the
@@ -641,8 +641,9 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
 // ------------------------------------------------------------------ rule 3
 
 /// Rule 3: every `<figcaption>`, and any block holding three or more images, no heading,
-/// and fewer than [`GALLERY_WORDS_PER_IMAGE`] words of text per image (a gallery or
-/// slideshow), with its text. A list of features or products with a heading per item is
+/// no body paragraph, and fewer than [`GALLERY_WORDS_PER_IMAGE`] words of text per image (a
+/// gallery or slideshow), with its text. A block with a body paragraph among many images is
+/// an illustrated article (a buying guide with a photo per product), not a gallery. A list of features or products with a heading per item is
 /// not a gallery, and neither is a table or anything in or around one (a comparison table
 /// with a logo per column, a status table with an icon per cell).
 pub(crate) fn drop_captions_and_galleries<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
@@ -653,6 +654,7 @@ pub(crate) fn drop_captions_and_galleries<'a>(root: &NodeRef<'a>) -> Vec<NodeRef
                 && e.stats.tables == 0
                 && e.stats.images >= 3
                 && e.stats.headings == 0
+                && !e.body_inside
                 && e.stats.words < GALLERY_WORDS_PER_IMAGE * e.stats.images)
     })
 }
@@ -705,7 +707,9 @@ fn is_related_label(text: &str) -> bool {
 /// after the last one, or is introduced by a related-content label (`Related`, `Read
 /// more`, `More from ...`) in the element before it or in its own first line. A link list
 /// amid the body without such a label is article content (a list of sources, of products
-/// reviewed) and stays.
+/// reviewed) and stays, and so is a list whose links spell out web addresses (a closing
+/// list of references), wherever it sits. A table of contents (every link a jump into
+/// one page) goes wherever it sits.
 pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
@@ -730,8 +734,62 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             return false;
         }
         let at_edge = e.end <= first_body || i > last_body;
-        at_edge || labelled_related(e)
+        ((at_edge || labelled_related(e)) && !is_address_list(&e.node))
+            || is_table_of_contents(&e.node)
     })
+}
+
+/// Whether every link under `node` (at least two) jumps to a place in one page
+/// (`#section-2`, `https://example.org/post#section-2`): a table of contents, which
+/// navigates the article rather than being part of it, wherever it sits.
+fn is_table_of_contents(node: &NodeRef<'_>) -> bool {
+    let mut page: Option<String> = None;
+    let mut links = 0usize;
+    for a in node.descendants_it() {
+        if !a.node_name().is_some_and(|n| n.eq_ignore_ascii_case("a")) {
+            continue;
+        }
+        let Some(href) = a.attr("href") else {
+            return false;
+        };
+        let Some((target, fragment)) = href.trim().split_once('#') else {
+            return false;
+        };
+        if fragment.is_empty() || page.get_or_insert_with(|| target.to_owned()) != target {
+            return false;
+        }
+        links += 1;
+    }
+    links >= 2
+}
+
+/// Whether at least half of the links under `node` show a web address as their text
+/// (`https://doi.org/...`, `www.example.org/report`): a list of sources or references
+/// spelled out in full, which is article content wherever it sits. Teaser lists, feeds
+/// and navigation name their targets by headline or label, never by address.
+fn is_address_list(node: &NodeRef<'_>) -> bool {
+    let (mut links, mut addresses) = (0usize, 0usize);
+    for a in node.descendants_it() {
+        if !a.node_name().is_some_and(|n| n.eq_ignore_ascii_case("a")) {
+            continue;
+        }
+        links += 1;
+        if is_web_address(a.text().trim()) {
+            addresses += 1;
+        }
+    }
+    links > 0 && addresses * 2 >= links
+}
+
+/// A single token that reads as a web address: `http://` / `https://` or `www.` and a
+/// dot after it.
+fn is_web_address(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+        .or_else(|| lower.strip_prefix("www."));
+    !text.contains(char::is_whitespace) && rest.is_some_and(|r| r.contains('.'))
 }
 
 /// Whether the element before `e`, or `e`'s own first leaf block, is a related-content
@@ -830,6 +888,10 @@ const UI_LABELS: &[&str] = &[
     "up next",
     "don't miss",
     "see also",
+    "table of contents",
+    "contents",
+    "in this article",
+    "on this page",
     "tags",
     "topics",
     "follow us",
@@ -961,8 +1023,11 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
     if UI_LABELS.contains(&trimmed) || (words <= 5 && is_counter(text)) {
         return true;
     }
+    // `[Read more: ...]`, `» Related: ...`, `— Photo: ...`: a bracket, bullet or dash in
+    // front does not hide the start
+    let lead = text.trim_start_matches(|c: char| !c.is_alphanumeric() && c != '©' && c != '(');
     for start in FURNITURE_STARTS {
-        if text.starts_with(start) && (words <= SHORT_BLOCK_WORDS || start.ends_with(':')) {
+        if lead.starts_with(start) && (words <= SHORT_BLOCK_WORDS || start.ends_with(':')) {
             // a ':' start is furniture only while the block stays short-ish
             if words <= 3 * SHORT_BLOCK_WORDS {
                 return true;
@@ -1037,7 +1102,7 @@ const AUTHOR_ROLES: &[&str] = &[
 
 /// `Jane Doe is a reporter for ...`, `John Smith covers ...`, `Contact ... at ...`: a
 /// capitalised name of one to four words, then `is` / `was` / `covers` / `writes`, and a
-/// word for a writer's job; or a contact line.
+/// word for a writer's job (a whole word: `editorial` is not `editor`); or a contact line.
 fn is_author_box(text: &str, words: usize) -> bool {
     if words > 60 {
         return false;
@@ -1053,7 +1118,10 @@ fn is_author_box(text: &str, words: usize) -> bool {
                 .iter()
                 .all(|w| w.chars().next().is_some_and(char::is_uppercase))
     });
-    (names_a_person && AUTHOR_ROLES.iter().any(|r| lower.contains(r)))
+    let names_a_role = lower.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        AUTHOR_ROLES.contains(&w.strip_suffix('s').unwrap_or(w)) || AUTHOR_ROLES.contains(&w)
+    });
+    (names_a_person && names_a_role)
         || lower.starts_with("contact ")
         || lower.starts_with("follow ") && (lower.contains("twitter") || lower.contains(" on "))
         || lower.starts_with("email ")
@@ -1087,53 +1155,111 @@ const MONTHS: &[&str] = &[
     "dec",
 ];
 
+/// The longest block (in words) that can be a date stamp after the article.
+const DATE_STAMP_WORDS: usize = 8;
+
+/// Starts of a date stamp (see [`is_date_stamp`]); a dateline may also start so.
+const DATE_STAMP_STARTS: &[&str] = &[
+    "published",
+    "updated",
+    "last updated",
+    "last modified",
+    "last reviewed",
+    "posted on",
+    "posted by",
+    "written by",
+];
+
+/// Further starts of a byline or dateline at the article's top (see [`is_dateline`]).
+const BYLINE_STARTS: &[&str] = &[
+    "by ",
+    "posted",
+    "reviewed by",
+    "fact checked by",
+    "fact-checked by",
+    "edited by",
+];
+
+/// `1st`, `2nd`, `3rd`, `4th`: the suffixes of a day of the month.
+const ORDINAL_SUFFIXES: &[&str] = &["st", "nd", "rd", "th"];
+
+/// The runs of letters and digits in `text`.
+fn alphanumeric_words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// One to four ASCII digits: a day, a month or a year.
+fn is_date_number(w: &str) -> bool {
+    !w.is_empty() && w.len() <= 4 && w.chars().all(|c| c.is_ascii_digit())
+}
+
+/// A date stamp as it closes an article (the lowercased text of a block of at most
+/// [`DATE_STAMP_WORDS`] words): `Published August 13, 2025`, `Last updated: Nov 4, 2025`,
+/// `Written by`, or a bare date (`Aug 21, 2025`, `2025-08-21`) and nothing else. Narrower
+/// than [`is_dateline`]: after the body, a line that merely mentions a date is often a
+/// reference (`IRS, "Estate tax", October 2025`).
+fn is_date_stamp(text: &str) -> bool {
+    let lead = text.trim_start_matches(|c: char| !c.is_alphanumeric());
+    if DATE_STAMP_STARTS.iter().any(|p| lead.starts_with(p))
+        || (text.split_whitespace().count() == 1 && is_numeric_date(text))
+    {
+        return true;
+    }
+    let words = alphanumeric_words(text);
+    let day_or_year = |w: &str| {
+        is_date_number(
+            ORDINAL_SUFFIXES
+                .iter()
+                .find_map(|s| w.strip_suffix(s))
+                .unwrap_or(w),
+        )
+    };
+    words.iter().any(|w| MONTHS.contains(w))
+        && words.iter().any(|w| is_date_number(w))
+        && words.iter().all(|w| MONTHS.contains(w) || day_or_year(w))
+}
+
 /// A byline or dateline: `By Jane Doe`, `Updated March 3, 2024`, `5 min read`,
 /// `Posted on 2024-03-03`, `Jane Doe | 12 Mar 2024`.
 fn is_dateline(text: &str) -> bool {
-    const STARTS: &[&str] = &[
-        "by ",
-        "updated",
-        "published",
-        "posted",
-        "last updated",
-        "last modified",
-        "written by",
-        "reviewed by",
-        "fact checked by",
-        "fact-checked by",
-        "edited by",
-    ];
-    if STARTS.iter().any(|p| text.starts_with(p)) {
+    if DATE_STAMP_STARTS
+        .iter()
+        .chain(BYLINE_STARTS)
+        .any(|p| text.starts_with(p))
+    {
         return true;
     }
     if text.contains("min read") || text.contains("minute read") || text.contains("reading time") {
         return true;
     }
     // a month name next to a number, or a numeric date such as 2024-03-03 or 03/03/2024
-    let words: Vec<&str> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let has_number =
-        |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()) && w.len() <= 4;
-    let month_date = words.windows(2).any(|p| {
-        (MONTHS.contains(&p[0]) && has_number(p[1])) || (has_number(p[0]) && MONTHS.contains(&p[1]))
+    let month_date = alphanumeric_words(text).windows(2).any(|p| {
+        (MONTHS.contains(&p[0]) && is_date_number(p[1]))
+            || (is_date_number(p[0]) && MONTHS.contains(&p[1]))
     });
-    let numeric_date = text.split_whitespace().any(|w| {
+    month_date || is_numeric_date(text)
+}
+
+/// Whether a whitespace-separated token of `text` is a numeric date with a four-digit year:
+/// `2024-03-03`, `03/03/2024`, `3.3.2024`.
+fn is_numeric_date(text: &str) -> bool {
+    text.split_whitespace().any(|w| {
         let parts: Vec<&str> = w.split(['-', '/', '.']).collect();
         parts.len() == 3
-            && parts.iter().all(|p| has_number(p))
+            && parts.iter().all(|p| is_date_number(p))
             && parts.iter().any(|p| p.len() == 4)
-    });
-    month_date || numeric_date
+    })
 }
 
 /// Rule 7: the article's edges. Before the first body paragraph (at least
 /// [`BODY_PARAGRAPH_WORDS`] words, mostly not links), a short block that is mostly links
 /// (breadcrumbs, a section row) or is a byline or dateline (`By Jane Doe`, `Updated
 /// March 3, 2024`, `5 min read`) is dropped. After the last body paragraph, an author box
-/// (`Jane Doe is a reporter for ...`) and short blocks that are almost all link (`Read
-/// more` rows, a feed of headlines) are dropped. List items and table cells are left to
+/// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
+/// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
+/// link (`Read more` rows, a feed of headlines) are dropped. List items and table cells are left to
 /// rule 4, which judges their list or table as a whole.
 pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
@@ -1142,7 +1268,11 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let Some(first) = blocks.iter().position(|b| body(b)) else {
         return Vec::new();
     };
-    let last = blocks.iter().rposition(|b| body(b)).unwrap_or(first);
+    // an author box long enough to pass for a body paragraph does not extend the article
+    let last = blocks
+        .iter()
+        .rposition(|b| body(b) && !is_author_box(&b.node.text(), b.stats.words))
+        .unwrap_or(first);
     let mut doomed = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         let s = block.stats;
@@ -1155,6 +1285,7 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         } else if i > last {
             (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)
                 || is_author_box(&block.node.text(), s.words)
+                || (!item && s.words <= DATE_STAMP_WORDS && is_date_stamp(&norm_text(&block.node)))
         } else {
             false
         };
@@ -1259,6 +1390,16 @@ mod tests {
         four routes that connect the northern suburbs with the hospital district and the \
         university campus across the river.</p>";
 
+    /// Asserts that `f` accepts every `yes` text and rejects every `no` one.
+    fn classifies(f: fn(&str) -> bool, yes: &[&str], no: &[&str]) {
+        for y in yes {
+            assert!(f(y), "{y:?} not recognised");
+        }
+        for n in no {
+            assert!(!f(n), "{n:?} wrongly recognised");
+        }
+    }
+
     /// Asserts that `text` holds every `kept` phrase and none of the `gone` ones.
     fn check(text: &str, kept: &[&str], gone: &[&str]) {
         for k in kept {
@@ -1353,19 +1494,28 @@ mod tests {
     }
 
     #[test]
-    fn captions_and_galleries_go() {
+    fn captions_and_galleries_go_an_illustrated_article_stays() {
         let gallery: String = (1..=4)
             .map(|i| format!("<div><img src='/g{i}.jpg'><span>Shot {i}</span></div>"))
+            .collect();
+        // many photos around body paragraphs: an illustrated article, not a gallery
+        let illustrated: String = (1..=12)
+            .map(|i| format!("<div><img src='/p{i}.jpg'><span>Model {i}</span></div>"))
             .collect();
         let (n, text) = apply(
             &format!(
                 "{BODY}<figure><img src=/a.jpg><figcaption>The new bus depot. Photo: J. Doe</figcaption></figure>\
-                 <div class=x>{gallery}</div><p><img src=/b.jpg> A paragraph with one image stays.</p>"
+                 <div class=x>{gallery}</div><p><img src=/b.jpg> A paragraph with one image stays.</p>\
+                 <div class=y>{BODY}{illustrated}</div>"
             ),
             drop_captions_and_galleries,
         );
         assert_eq!(n, 2, "{text}");
-        check(&text, &["one image stays"], &["bus depot", "shot 3"]);
+        check(
+            &text,
+            &["one image stays", "model 12"],
+            &["bus depot", "shot 3"],
+        );
     }
 
     #[test]
@@ -1389,6 +1539,68 @@ mod tests {
     }
 
     #[test]
+    fn a_closing_list_of_web_addresses_is_a_reference_list_and_stays() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<ul><li><a href=https://doi.org/10.1/x>https://doi.org/10.1/x</a></li>\
+                 <li><a href=https://www.transit.example/report.pdf>www.transit.example/report.pdf</a></li>\
+                 <li><a href=/more>More from the council</a></li></ul>\
+                 <ul><li><a href=/1>Mayor opens new library</a></li><li><a href=/2>Storm closes schools</a></li></ul>"
+            ),
+            drop_link_lists,
+        );
+        assert_eq!(n, 1, "{text}");
+        check(
+            &text,
+            &["doi.org/10.1/x", "report.pdf", "more from the council"],
+            &["mayor opens"],
+        );
+    }
+
+    #[test]
+    fn a_table_of_contents_goes_wherever_it_sits() {
+        let (n, text) = apply(
+            &format!(
+                "{BODY}<ul><li><a href=#routes>The new routes</a></li>\
+                 <li><a href=#cost>What it costs</a></li></ul>{BODY}\
+                 <ul><li><a href=/a#x>Tram plan</a></li><li><a href=/b#y>Cycle plan</a></li></ul>{BODY}"
+            ),
+            drop_link_lists,
+        );
+        assert_eq!(n, 1, "{text}");
+        check(&text, &["tram plan"], &["new routes"]);
+        let toc = |first: &str, second: &str| {
+            let doc = Document::from(format!(
+                "<ul><li><a href='{first}'>A</a></li><li><a href='{second}'>B</a></li></ul>"
+            ));
+            let list = doc.select_single("ul");
+            is_table_of_contents(list.nodes().first().unwrap())
+        };
+        assert!(toc("https://x.example/p#a", "https://x.example/p#b"));
+        assert!(!toc("#a", "/p#b"), "two pages");
+        assert!(!toc("#a", "#"), "a link without a fragment");
+    }
+
+    #[test]
+    fn web_addresses_are_recognised() {
+        classifies(
+            is_web_address,
+            &[
+                "https://doi.org/10.1/x",
+                "http://example.com",
+                "www.example.org/a",
+            ],
+            &[
+                "https://",
+                "www.",
+                "Read the https://x.org report",
+                "example.org",
+                "Home",
+            ],
+        );
+    }
+
+    #[test]
     fn link_dense_section_with_a_body_paragraph_stays() {
         let long_link = "<a href=/x>".to_owned() + &"word ".repeat(80) + "</a>";
         let (n, _) = apply(
@@ -1400,23 +1612,22 @@ mod tests {
 
     #[test]
     fn counters_are_recognised() {
-        for yes in [
-            "image 1 of 8",
-            "photo 3 / 12",
-            "2 of 10",
-            "1/8",
-            "slide 4/9",
-        ] {
-            assert!(is_counter(yes), "{yes}");
-        }
-        for no in [
-            "one of the best",
-            "24/7 coverage of the",
-            "of 8",
-            "image one of eight",
-        ] {
-            assert!(!is_counter(no), "{no}");
-        }
+        classifies(
+            is_counter,
+            &[
+                "image 1 of 8",
+                "photo 3 / 12",
+                "2 of 10",
+                "1/8",
+                "slide 4/9",
+            ],
+            &[
+                "one of the best",
+                "24/7 coverage of the",
+                "of 8",
+                "image one of eight",
+            ],
+        );
     }
 
     #[test]
@@ -1426,12 +1637,14 @@ mod tests {
                 "{BODY}<p>Advertisement</p><p>Image 1 of 8</p><p>Close</p>\
                  <p>Photo: Jane Roe, AP</p><p>Sign up for our daily newsletter</p>\
                  <p>Read more: <a href=/z>Council approves budget</a></p>\
+                 <p>[<b>Read more:</b> <a href=/y>Tram fares frozen</a>]</p>\
+                 <p>» Related: <a href=/x>Depot opens</a></p>\
                  <p>© 2024 The Daily Example. All rights reserved.</p>\
                  <p>Photographers gathered at the depot as the first bus left at dawn.</p>"
             ),
             drop_boilerplate_text,
         );
-        assert_eq!(n, 7, "{text}");
+        assert_eq!(n, 9, "{text}");
         assert!(text.contains("photographers gathered"), "{text}");
         assert!(text.contains("the council voted"), "{text}");
     }
@@ -1469,15 +1682,19 @@ mod tests {
                 "<div><a href=/>Home</a> › <a href=/news>News</a> › <a href=/city>City</a></div>\
                  <p>A short standfirst stays.</p>{BODY}{BODY}\
                  <p>Jane Doe is a transport reporter for the Daily Example.</p>\
-                 <p><a href=/more>More transport news</a></p>"
+                 <p><a href=/more>More transport news</a></p>\
+                 <p>John Roe is a senior correspondent who has covered city hall, regional \
+                 transport and the state budget for the Daily Example since 2015, after a \
+                 decade at the Evening Post.</p>"
             ),
             drop_edge_furniture,
         );
-        assert_eq!(n, 3, "{text}");
+        assert_eq!(n, 4, "{text}");
         assert!(text.contains("standfirst stays"), "{text}");
         assert!(
             !text.contains("home")
                 && !text.contains("jane doe")
+                && !text.contains("john roe")
                 && !text.contains("more transport"),
             "{text}"
         );
@@ -1490,6 +1707,27 @@ mod tests {
     }
 
     #[test]
+    fn date_stamps_are_recognised() {
+        classifies(
+            is_date_stamp,
+            &[
+                "published august 13, 2025",
+                "last updated: nov 4, 2025",
+                "written by",
+                "aug 21, 2025",
+                "21st august 2025",
+                "2025-08-21",
+            ],
+            &[
+                "irs, \"estate tax\", october 2025.",
+                "the route opens on may 4",
+                "2025",
+                "may",
+            ],
+        );
+    }
+
+    #[test]
     fn author_box_shapes() {
         assert!(is_author_box(
             "Jane Doe is a reporter for the Daily Example.",
@@ -1499,6 +1737,14 @@ mod tests {
         assert!(!is_author_box(
             "The mayor is a former reporter who says buses matter.",
             10
+        ));
+        assert!(is_author_box(
+            "Jo Roe writes for the Daily Example as one of its contributors.",
+            10
+        ));
+        assert!(!is_author_box(
+            "Mono Sans was drawn in 2020 for editorial design in newsrooms.",
+            11
         ));
         assert!(
             !is_author_box("Jane Doe is a reporter. ".repeat(20).as_str(), 100),

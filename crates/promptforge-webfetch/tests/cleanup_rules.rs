@@ -61,6 +61,12 @@ fn assert_body_kept(md: &str) {
     }
 }
 
+fn assert_kept(md: &str, content: &[&str]) {
+    for c in content {
+        assert!(md.contains(c), "{c:?} lost:\n{md}");
+    }
+}
+
 fn assert_dropped(md: &str, furniture: &[&str]) {
     for f in furniture {
         assert!(!md.contains(f), "{f:?} kept:\n{md}");
@@ -105,6 +111,26 @@ fn figure_captions_galleries_and_photo_credits_are_dropped() {
 }
 
 #[test]
+fn an_article_illustrated_with_many_photos_is_not_a_gallery() {
+    let photos: String = (1..=12)
+        .map(|i| {
+            format!(r#"<div><img src="/img/route{i}.jpg" alt=""><span>Route {i}</span></div>"#)
+        })
+        .collect();
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            "<div class=\"story\">{}{photos}</div>\n<p>Route maps are posted at every stop and \
+             on the transit agency's website, with a printed copy available at the library.</p>",
+            body(4)
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_kept(&md, &["Route maps are posted"]);
+}
+
+#[test]
 fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
     let caption = "<div>A driver checks the route display before the first run of the day.</div>";
     let html = page(
@@ -120,22 +146,26 @@ fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
 }
 
 #[test]
-fn related_content_inside_and_after_the_article_is_dropped() {
+fn related_content_and_a_table_of_contents_in_and_after_the_article_are_dropped() {
     let (first, rest) = split_body("<p>Residents");
     let html = page(
         "Council expands bus network",
         &format!(
-            r#"{first}
+            r##"{first}
+<p>Table of Contents</p>
+<ul><li><a href="#routes">The four new routes</a></li><li><a href="#drivers">Hiring drivers</a></li>
+<li><a href="#levy">Paying for it</a></li></ul>
 <div><h4>You may also like</h4><ul>
 <li><a href="/a">Tram line delayed again</a></li><li><a href="/b">Fares to rise in spring</a></li>
 <li><a href="/c">New cycle lanes open</a></li></ul></div>
 {rest}
 <p><strong>Read more:</strong> <a href="/budget">Council approves the city budget</a></p>
+<p>[<strong>Read more:</strong> <a href="/fares">Tram fares frozen for a year</a>]</p>
 <section><h2>More stories</h2>
 <div><a href="/s1"><h3>Harbour festival returns</h3></a><a href="/s1">Crowds expected</a></div>
 <div><a href="/s2"><h3>Library opens late</h3></a><a href="/s2">Longer hours</a></div>
 <div><a href="/s3"><h3>School run changes</h3></a><a href="/s3">New drop-off zone</a></div>
-</section>"#
+</section>"##
         ),
     );
     let md = article(&html);
@@ -143,10 +173,14 @@ fn related_content_inside_and_after_the_article_is_dropped() {
     assert_dropped(
         &md,
         &[
+            "Table of Contents",
+            "four new routes",
+            "Hiring drivers",
             "You may also like",
             "Tram line delayed",
             "Read more",
             "approves the city budget",
+            "Tram fares frozen",
             "More stories",
             "Harbour festival",
             "Library opens late",
@@ -155,7 +189,7 @@ fn related_content_inside_and_after_the_article_is_dropped() {
 }
 
 #[test]
-fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
+fn breadcrumbs_bylines_newsletter_author_boxes_and_copyright_are_dropped() {
     let html = page(
         "Council expands bus network",
         &format!(
@@ -166,6 +200,10 @@ fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
 <form><input type="email"><button>Sign up</button></form></div>
 {}
 <p>Jane Doe is a transport reporter for the Daily Example.</p>
+<p>John Roe is a senior correspondent who has covered city hall, regional transport and the
+state budget for the Daily Example since 2015, after a decade at the Evening Post.</p>
+<p>Transit agency, "Network plan 2024", May 2024.</p>
+<p>Last updated: May 3, 2024</p>
 <p>© 2024 Daily Example. All rights reserved.</p>"#,
             body(2),
             body(4)[body(2).len()..].to_owned()
@@ -173,6 +211,7 @@ fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
     );
     let md = article(&html);
     assert_body_kept(&md);
+    assert_kept(&md, &["Network plan 2024"]);
     assert_dropped(
         &md,
         &[
@@ -182,6 +221,8 @@ fn breadcrumbs_bylines_newsletter_author_box_and_copyright_are_dropped() {
             "morning briefing",
             "newsletter",
             "transport reporter",
+            "senior correspondent",
+            "Last updated",
             "All rights reserved",
         ],
     );
@@ -227,9 +268,34 @@ fn a_link_list_amid_the_body_without_a_related_label_stays() {
     );
     let md = article(&html);
     assert_body_kept(&md);
-    for route in ["Route 21", "Route 22", "Route 23", "Route 24"] {
-        assert!(md.contains(route), "{route} lost:\n{md}");
-    }
+    assert_kept(&md, &["Route 21", "Route 22", "Route 23", "Route 24"]);
+}
+
+#[test]
+fn a_closing_list_of_sources_spelled_as_addresses_stays() {
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{}
+<h3>Sources</h3>
+<ul><li><a href="https://transit.example/levy-2023.pdf">https://transit.example/levy-2023.pdf</a></li>
+<li><a href="https://www.state.example/grants/low-emission">www.state.example/grants/low-emission</a></li>
+<li><a href="https://council.example/minutes/0502">https://council.example/minutes/0502</a></li></ul>
+<ul><li><a href="/s1">Harbour festival returns</a></li><li><a href="/s2">Library opens late</a></li></ul>"#,
+            body(4)
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_kept(
+        &md,
+        &[
+            "transit.example/levy-2023.pdf",
+            "www.state.example/grants/low-emission",
+            "council.example/minutes/0502",
+        ],
+    );
+    assert_dropped(&md, &["Harbour festival", "Library opens late"]);
 }
 
 #[test]
@@ -271,14 +337,15 @@ fn headings_the_page_left_empty_are_its_layout_and_stay() {
     );
     let md = article(&html);
     assert_body_kept(&md);
-    for kept in [
-        "Our picks for the new routes",
-        "Northline Electric Twelve",
-        "Citymover Hybrid Eighteen",
-        "what changes for riders",
-    ] {
-        assert!(md.contains(kept), "{kept:?} lost:\n{md}");
-    }
+    assert_kept(
+        &md,
+        &[
+            "Our picks for the new routes",
+            "Northline Electric Twelve",
+            "Citymover Hybrid Eighteen",
+            "what changes for riders",
+        ],
+    );
     assert_dropped(&md, &["More stories", "Harbour festival"]);
 }
 
