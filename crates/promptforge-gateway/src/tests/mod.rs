@@ -14,5 +14,6 @@ mod metrics;
 mod routes;
 pub(crate) mod scripted;
 mod streaming;
+mod tool_choice;
 mod upstream;
 mod web_search;

@@ -47,6 +47,8 @@ pub(super) struct General {
     pub model: String,
     /// `stream: true`.
     pub streaming: bool,
+    /// The function `tool_choice` names (its object form), checked to be in `tools`.
+    pub named_tool: Option<String>,
     request: ChatRequest,
 }
 
@@ -75,9 +77,17 @@ impl General {
                 },
             )?;
         }
+        let named_tool = match contract::tool_choice(request.rest.get("tool_choice"))? {
+            contract::ToolChoice::Named(name) => {
+                contract::named_tool_offered(name, request.rest.get("tools"))?;
+                Some(name.to_owned())
+            }
+            contract::ToolChoice::Unset | contract::ToolChoice::Mode(_) => None,
+        };
         Ok(Self {
             model,
             streaming: request.stream == Some(true),
+            named_tool,
             request,
         })
     }
@@ -105,6 +115,18 @@ impl General {
         }
         out
     }
+}
+
+/// Translates the object form of `tool_choice` for a local `llama-server` child, which
+/// ignores it (with a warning) and is not held to one tool by `"required"` either: the
+/// named function becomes the only entry of `tools` and `tool_choice` becomes
+/// `"required"`, so the child can call that tool and nothing else. The contract already
+/// checked that `tools` offers `name`.
+fn force_named_tool(out: &mut Map<String, Value>, name: &str) {
+    if let Some(Value::Array(tools)) = out.get_mut("tools") {
+        tools.retain(|tool| contract::tool_name(tool) == Some(name));
+    }
+    out.insert("tool_choice".into(), Value::from("required"));
 }
 
 /// A buffered reply read as a tree: a JSON object with a `choices` array, its `model` set
@@ -175,13 +197,18 @@ async fn chat(
     let outgoing = match fast.filter(|_| !emulate) {
         Some(fast) => Bytes::from(fast.outgoing(&model.upstream_model, model.default_max_tokens)),
         None => {
-            let request = match general {
+            let mut request = match general {
                 Some(request) => request,
                 None => General::parse(&bytes)?,
             };
+            let named_tool = request.named_tool.take();
             let mut out = request.outgoing(&model.upstream_model, model.default_max_tokens);
             if emulate {
+                // The dialect reads `tool_choice` itself (a named function is the only
+                // tool its guide offers) and strips it.
                 emulated_tools = gemma::outbound(&mut out)?;
+            } else if let Some(name) = named_tool.filter(|_| model.is_local()) {
+                force_named_tool(&mut out, &name);
             }
             Bytes::from(Value::Object(out).to_string())
         }
