@@ -3,9 +3,9 @@
 //!
 //! 1. a fresh [`Trace`] (with the request's spans when OTLP export is on and the caller
 //!    may use the route: under the caller's `traceparent`, or a new trace) and the start
-//!    time; once the response head
-//!    is ready, the metrics (counted under the route pattern), the request span's end and
-//!    the `X-PromptForge-Overhead-Ms` / `X-PromptForge-Endpoint` headers;
+//!    time; once the response head is ready, the metrics (counted under the route
+//!    pattern), the request span's end and the `X-PromptForge-Overhead-Ms` /
+//!    `X-PromptForge-Endpoint` headers;
 //! 2. the race against the end of the shutdown drain (503 `shutting_down`);
 //! 3. a declared `Content-Length` over [`MAX_BODY_BYTES`] refused with 413 before a byte
 //!    is read;
