@@ -2,12 +2,12 @@
 //! through a real `promptforge-gateway` binary (in front of the scripted upstream), and its
 //! spans land in a real collector, Arize Phoenix from PyPI (`scripts/install-phoenix.sh`),
 //! as one trace with the GenAI attributes; every model request the gateway received
-//! carried a `traceparent` of that trace naming its `chat` span.
+//! carried a `traceparent` of that trace naming its `chat` span, and the gateway (exporting
+//! to the same collector) continued that trace: its [`GATEWAY_SPANS`] hang under the
+//! runner's `chat` spans.
 //!
 //! A recording proxy on loopback sits between the runner and the gateway, so the test sees
-//! the headers the gateway was sent. The gateway ignores `traceparent` today; when it
-//! continues the trace, list its span names in [`GATEWAY_SPANS`]: the test then requires
-//! each of them in the same trace, under a runner `chat` span.
+//! the headers the gateway was sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../promptforge-core/tests/support/mod.rs"]
@@ -29,10 +29,15 @@ use serde_json::{Value, json};
 use support::{KEY, Upstream, calls};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// The gateway's spans, once it continues the runner's trace (issue 28's gateway part):
-/// e.g. `["gateway.request", "gateway.validate", "gateway.queue", "gateway.attempt",
-/// "gateway.upstream"]`. Empty while the gateway ignores `traceparent`.
-const GATEWAY_SPANS: &[&str] = &[];
+/// The gateway's spans for each model request (its configuration has no dominion, so no
+/// `gateway.queue_wait`): the request under the runner's `chat` span, validation and one
+/// attempt under it, the upstream call under the attempt.
+const GATEWAY_SPANS: &[&str] = &[
+    "gateway.request",
+    "gateway.validate",
+    "gateway.attempt",
+    "gateway.upstream",
+];
 
 /// The bound of every wait here (Phoenix takes seconds to start on a loaded machine).
 const WAIT: Duration = Duration::from_secs(120);
@@ -166,7 +171,8 @@ impl Phoenix {
     }
 }
 
-/// A real `promptforge-gateway serve` child with one remote model on the scripted upstream.
+/// A real `promptforge-gateway serve` child with one remote model on the scripted upstream,
+/// exporting its spans to the collector at `otlp`.
 struct Gateway {
     _child: tokio::process::Child,
     url: String,
@@ -175,7 +181,7 @@ struct Gateway {
 }
 
 impl Gateway {
-    async fn start(upstream: &str) -> Self {
+    async fn start(upstream: &str, otlp: &str) -> Self {
         let binary = std::env::var_os("PROMPTFORGE_GATEWAY_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
@@ -210,6 +216,11 @@ impl Gateway {
             .args(["--profile", "otlp"])
             .env_remove("PROMPTFORGE_GATEWAY_CONFIG")
             .env("PF_OTLP_TEST_KEY", &key)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .env_remove("OTEL_SDK_DISABLED")
+            .env_remove("OTEL_TRACES_EXPORTER")
             .env("RUST_LOG", "warn");
         let (child, lines) = spawn_collected(&mut command);
         let url = wait_line(&lines, "gateway listening line", |line| {
@@ -302,7 +313,7 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         })),
     ])
     .await;
-    let gateway = Gateway::start(&upstream.url).await;
+    let gateway = Gateway::start(&upstream.url, &phoenix.url).await;
     let proxy = Proxy {
         target: gateway.url.trim_end_matches('/').to_owned(),
         http: reqwest::Client::new(),
@@ -341,7 +352,10 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
     let document: Value = serde_json::from_slice(&std::fs::read(&trace_file).unwrap()).unwrap();
     let trace_id = document["trace_id"].as_str().unwrap().to_owned();
     let local = document["spans"].as_array().unwrap().len();
-    let spans = phoenix.spans(&trace_id, local + GATEWAY_SPANS.len()).await;
+    // Two model requests, each with the gateway's spans.
+    let spans = phoenix
+        .spans(&trace_id, local + 2 * GATEWAY_SPANS.len())
+        .await;
     let by_name: HashMap<&str, Vec<&Value>> = spans.iter().fold(HashMap::new(), |mut m, s| {
         m.entry(s["name"].as_str().unwrap()).or_default().push(s);
         m
@@ -429,16 +443,63 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         assert!(chat_ids.contains(&parts[2]), "{header} names no chat span");
         assert_eq!(parts[3], "01");
     }
-    // And once it continues the trace, its spans hang under those chat spans.
+    // The gateway continued the trace: for each chat span, one gateway request under it,
+    // with validation and an attempt under the request and the upstream call under the
+    // attempt.
     for name in GATEWAY_SPANS {
         let found = by_name
             .get(name)
-            .unwrap_or_else(|| panic!("no gateway span {name}"));
+            .unwrap_or_else(|| panic!("no gateway span {name} among {names:?}"));
+        assert_eq!(found.len(), 2, "{name}: {found:?}");
         assert!(
             found
                 .iter()
                 .all(|s| s["context"]["trace_id"] == trace_id.as_str())
         );
     }
+    let span_id = |s: &Value| s["context"]["span_id"].as_str().unwrap().to_owned();
+    let parent = |s: &Value| s["parent_id"].as_str().unwrap_or_default().to_owned();
+    let requests = &by_name["gateway.request"];
+    let mut callers: Vec<String> = requests.iter().map(|r| parent(r)).collect();
+    callers.sort();
+    let mut chat_sorted: Vec<String> = chat_ids.iter().map(|c| (*c).to_owned()).collect();
+    chat_sorted.sort();
+    assert_eq!(
+        callers, chat_sorted,
+        "each chat span has its gateway request"
+    );
+    let request_ids: Vec<String> = requests.iter().map(|r| span_id(r)).collect();
+    for request in requests.iter() {
+        assert_eq!(attr(request, "http.route"), "/v1/chat/completions");
+        assert_eq!(attr(request, "http.response.status_code"), 200);
+        assert_eq!(attr(request, "promptforge.model"), "code-pro");
+    }
+    for name in ["gateway.validate", "gateway.attempt"] {
+        for span in &by_name[name] {
+            assert!(request_ids.contains(&parent(span)), "{name}: {span}");
+        }
+    }
+    let attempt_ids: Vec<String> = by_name["gateway.attempt"]
+        .iter()
+        .map(|a| span_id(a))
+        .collect();
+    for attempt in &by_name["gateway.attempt"] {
+        assert_eq!(attr(attempt, "promptforge.endpoint"), "scripted");
+    }
+    for call in &by_name["gateway.upstream"] {
+        assert!(attempt_ids.contains(&parent(call)), "{call}");
+        assert_eq!(attr(call, "gen_ai.operation.name"), "chat");
+        assert_eq!(attr(call, "gen_ai.request.model"), "code-pro");
+        assert_eq!(attr(call, "server.address"), "127.0.0.1");
+    }
+    assert!(
+        by_name["gateway.upstream"].iter().any(|c| {
+            attr(c, "gen_ai.usage.input_tokens") == 12 && attr(c, "gen_ai.usage.output_tokens") == 5
+        }),
+        "the final turn's usage is on its upstream call"
+    );
+    // Nothing secret went to the collector: neither key, in any span.
+    let everything = serde_json::to_string(&spans).unwrap();
+    assert!(!everything.contains(&gateway.key) && !everything.contains(KEY));
     assert_eq!(upstream.remaining(), 0);
 }

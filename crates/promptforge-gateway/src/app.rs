@@ -20,6 +20,7 @@ use crate::config::{
 };
 use crate::local::{self, Fleet, LocalError};
 use crate::metrics::Metrics;
+use crate::otel::{Export, OtlpConfig};
 use crate::plan::{Current, Plan, Staged};
 use crate::relay::Transport;
 use crate::relay::failover::Cooldowns;
@@ -40,6 +41,8 @@ pub(crate) struct Booted {
     pub shutdown: ShutdownTrigger,
     /// The live plan (each I/O thread warms its clients for it).
     pub plans: Arc<Current>,
+    /// The OTLP span export, when the environment turns it on (finished after the drain).
+    pub export: Option<Export>,
 }
 
 /// The boot sequence up to (not including) binding: env files, the boot file's
@@ -49,8 +52,42 @@ pub(crate) struct Booted {
 pub(crate) async fn boot(
     boot_file: &Path,
     profile: &str,
+    env: EnvLayers,
+    transport: Arc<dyn Transport>,
+) -> Result<Booted, ConfigError> {
+    boot_traced(boot_file, profile, env, transport, export_from_env).await
+}
+
+/// The OTLP export the environment asks for (`OTEL_EXPORTER_OTLP_ENDPOINT`, ...; see
+/// `otel`), started on the current runtime. A setting this build cannot honour is
+/// logged and leaves export off: tracing never keeps the gateway from serving.
+fn export_from_env(env: &EnvLayers) -> Option<Export> {
+    let started = OtlpConfig::from_env(env.env()).and_then(|config| {
+        config
+            .map(|config| Export::start(&config).map(|export| (export, config)))
+            .transpose()
+    });
+    match started {
+        Ok(Some((export, config))) => {
+            tracing::info!(endpoint = %config.endpoint, "exporting request spans over OTLP");
+            Some(export)
+        }
+        Ok(None) => None,
+        Err(err) => {
+            tracing::warn!(error = %err, "OTLP export is off");
+            None
+        }
+    }
+}
+
+/// [`boot`], with the span export `export` makes (from the environment once the env
+/// files are loaded; tests pass their own exporter).
+pub(crate) async fn boot_traced(
+    boot_file: &Path,
+    profile: &str,
     mut env: EnvLayers,
     transport: Arc<dyn Transport>,
+    export: impl FnOnce(&EnvLayers) -> Option<Export>,
 ) -> Result<Booted, ConfigError> {
     let source = config::profile_source(boot_file, profile).map_err(|err| {
         // On the command line the name came from `--profile`.
@@ -82,6 +119,7 @@ pub(crate) async fn boot(
     let plan = Plan::build(profile, config, &fleet, &staged, search);
     check_clients(&plan, &source.path)?;
     staged.commit();
+    let export = export(&env);
     let plans = Arc::new(Current::new(plan));
     let (trigger, signal) = shutdown::channel();
     let control = Arc::new(Switcher {
@@ -98,6 +136,7 @@ pub(crate) async fn boot(
         shutdown: signal,
         api_key: server.api_key.clone(),
         control,
+        tracing: export.as_ref().map(Export::tracing),
     });
     Ok(Booted {
         service: Service::new(ctx),
@@ -105,6 +144,7 @@ pub(crate) async fn boot(
         limits: server.limits,
         shutdown: trigger,
         plans,
+        export,
     })
 }
 

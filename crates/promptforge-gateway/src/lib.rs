@@ -14,7 +14,8 @@
 //! with [`app`] on top (boot, the live plan, the transactional profile switch) and
 //! [`conn`] / [`serve`] serving it. Beside the pipeline: [`admission`] (dominion queues
 //! with fair scheduling), [`local`] (llama-server children: the local overlay the plan
-//! routes to), [`metrics`] (`GET /metrics`, the per-request trace), [`search`] (the Brave
+//! routes to), [`metrics`] (`GET /metrics`, the per-request trace), [`otel`] (request
+//! spans over OTLP, continuing the caller's `traceparent`), [`search`] (the Brave
 //! web-search proxy), [`dialect`] (emulated tool calling), [`shutdown`] (the end of the
 //! drain). `ARCHITECTURE.md` has the layer order and how it is checked.
 //!
@@ -33,6 +34,7 @@ pub(crate) mod dialect;
 pub(crate) mod local;
 pub mod logging;
 pub(crate) mod metrics;
+pub(crate) mod otel;
 pub(crate) mod plan;
 pub(crate) mod relay;
 pub(crate) mod routes;

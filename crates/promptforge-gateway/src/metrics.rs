@@ -21,6 +21,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
+use crate::admission::AdmissionError;
+use crate::otel::Spans;
 use crate::plan::{Endpoint, Plan};
 use crate::relay::AttemptFailure;
 use crate::relay::failover::{FailoverReason, Observer};
@@ -316,10 +318,12 @@ impl Metrics {
 }
 
 /// What the handlers and the relay learn about one request, read once its response head
-/// is ready (cheap to clone: clones share the data).
+/// is ready, and the request's spans when OTLP export is on (cheap to clone: clones share
+/// the data).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Trace {
     inner: Arc<Mutex<TraceData>>,
+    spans: Option<Spans>,
 }
 
 /// One request's trace, taken when its response head is ready.
@@ -336,6 +340,19 @@ pub(crate) struct TraceData {
 }
 
 impl Trace {
+    /// A fresh trace recording into `spans` (`None`: export is off, nothing is recorded).
+    pub(crate) fn new(spans: Option<Spans>) -> Self {
+        Self {
+            inner: Arc::default(),
+            spans,
+        }
+    }
+
+    /// The request's spans, when export is on.
+    pub(crate) fn spans(&self) -> Option<&Spans> {
+        self.spans.as_ref()
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut TraceData) -> R) -> R {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
     }
@@ -363,10 +380,16 @@ pub(crate) struct RequestObserver<'a> {
 impl Observer for RequestObserver<'_> {
     fn trying(&self, endpoint: &Endpoint) {
         self.trace.with(|t| t.endpoint = Some(endpoint.id.clone()));
+        if let Some(spans) = self.trace.spans() {
+            spans.trying(endpoint);
+        }
     }
 
-    fn queued(&self, dominion: &str, waited: Duration) {
+    fn queued(&self, dominion: &str, waited: Duration, outcome: Result<(), &AdmissionError>) {
         self.trace.with(|t| t.queue += waited);
+        if let Some(spans) = self.trace.spans() {
+            spans.queued(dominion, waited, outcome);
+        }
         self.metrics
             .inner
             .admission_wait_seconds
@@ -378,6 +401,9 @@ impl Observer for RequestObserver<'_> {
 
     fn attempted(&self, endpoint: &Endpoint, elapsed: Duration) {
         self.trace.with(|t| t.upstream += elapsed);
+        if let Some(spans) = self.trace.spans() {
+            spans.attempted(endpoint, elapsed);
+        }
         self.metrics
             .inner
             .upstream_seconds
@@ -388,6 +414,9 @@ impl Observer for RequestObserver<'_> {
     }
 
     fn failed(&self, endpoint: &Endpoint, failure: &AttemptFailure) {
+        if let Some(spans) = self.trace.spans() {
+            spans.failed(failure);
+        }
         self.metrics
             .inner
             .upstream_errors
@@ -399,6 +428,9 @@ impl Observer for RequestObserver<'_> {
     }
 
     fn failover(&self, model: &str, endpoint: &Endpoint, reason: FailoverReason) {
+        if let Some(spans) = self.trace.spans() {
+            spans.failover(reason);
+        }
         self.metrics
             .inner
             .failovers
@@ -411,6 +443,9 @@ impl Observer for RequestObserver<'_> {
     }
 
     fn respawned(&self, model: &str) {
+        if let Some(spans) = self.trace.spans() {
+            spans.respawned();
+        }
         self.metrics
             .inner
             .local_respawns
@@ -422,8 +457,9 @@ impl Observer for RequestObserver<'_> {
 }
 
 /// Watches a relayed stream's chunks for `usage` and counts the last one seen when the
-/// stream is gone (some servers repeat a running total in every chunk). Clones share one
-/// tally, counted once.
+/// stream is gone (some servers repeat a running total in every chunk), into the metrics
+/// and, when export is on, the request's upstream span (which then ends with the stream).
+/// Clones share one tally, counted once.
 #[derive(Debug, Clone)]
 pub(crate) struct UsageTap {
     inner: Arc<UsageTally>,
@@ -434,16 +470,18 @@ struct UsageTally {
     metrics: Metrics,
     model: String,
     last: Mutex<Option<Value>>,
+    spans: Option<Spans>,
 }
 
 impl UsageTap {
-    /// A tap counting into `metrics` under `model`.
-    pub(crate) fn new(metrics: Metrics, model: &str) -> Self {
+    /// A tap counting into `metrics` under `model`, and into `spans` when export is on.
+    pub(crate) fn new(metrics: Metrics, model: &str, spans: Option<Spans>) -> Self {
         Self {
             inner: Arc::new(UsageTally {
                 metrics,
                 model: model.to_owned(),
                 last: Mutex::new(None),
+                spans,
             }),
         }
     }
@@ -473,6 +511,10 @@ impl Drop for UsageTally {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        if let Some(spans) = &self.spans {
+            spans.answer(None, last.as_ref());
+            spans.stream_ended();
+        }
         if let Some(usage) = last {
             self.metrics.usage(&self.model, &usage);
         }

@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["admission", "local", "dialect"],
     &["plan"],
     &["relay"],
+    &["otel"],
     &["search", "metrics"],
     &["routes"],
     &["app"],

@@ -1,7 +1,8 @@
 //! `tool_dialect = "gemma3_tool_code"`: tool calls through `tool_code` fences.
 //!
 //! Outbound, the OpenAI `tools` array becomes a plain-language system guide prepended to
-//! the messages, and `tools` / `tool_choice` are stripped. Earlier tool turns in the
+//! the messages, and `tools` / `tool_choice` are stripped (`tool_choice` first decides
+//! which tools the guide offers and whether it asks for a call). Earlier tool turns in the
 //! history are rendered the same way (assistant `tool_calls` as a `tool_code` fence, `tool`
 //! results as a user `tool_output` fence) so the backend never sees roles it lacks.
 //! Inbound, a reply whose content starts with a `tool_code` fence (or a `json` fence
@@ -30,16 +31,30 @@ fn response_nonce(response: &Map<String, Value>) -> String {
 }
 
 /// Rewrites an outgoing chat body. Returns whether the request carried tools.
+///
+/// `tool_choice` (already checked by the chat contract) shapes the guide: `"none"` offers
+/// no tools (the history is still rendered), the object form offers only the function it
+/// names and tells the model to call it, `"required"` tells it to call one of the tools.
 pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, DialectError> {
     let tools = body.remove("tools");
-    body.remove("tool_choice");
-    let tools = match tools {
+    let choice = Choice::of(body.remove("tool_choice"));
+    let mut tools = match tools {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools,
         Some(_) => {
             return Err(DialectError("tools must be an array".to_owned()));
         }
     };
+    match &choice {
+        Choice::Off => tools.clear(),
+        Choice::Named(name) => tools.retain(|tool| {
+            tool.get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                == Some(name.as_str())
+        }),
+        Choice::Auto | Choice::Required => {}
+    }
     let Some(Value::Array(messages)) = body.get_mut("messages") else {
         return Ok(false);
     };
@@ -49,9 +64,51 @@ pub(crate) fn outbound(body: &mut Map<String, Value>) -> Result<bool, DialectErr
     if tools.is_empty() {
         return Ok(false);
     }
-    let guide = system_guide(&tools)?;
+    let mut guide = system_guide(&tools)?;
+    match &choice {
+        Choice::Named(name) => guide.push_str(&format!(
+            "\nCall the tool {name} now: reply with only the tool_code fence.\n"
+        )),
+        Choice::Required => {
+            guide.push_str("\nCall one of these tools now: reply with only the tool_code fence.\n")
+        }
+        Choice::Off | Choice::Auto => {}
+    }
     messages.insert(0, json!({"role": "system", "content": guide}));
     Ok(true)
+}
+
+/// What the request's `tool_choice` asks of the guide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Choice {
+    /// `"none"`: no tools offered.
+    Off,
+    /// Absent, `null` or `"auto"`: the tools offered, the model decides.
+    Auto,
+    /// `"required"`: the model must call one of the tools.
+    Required,
+    /// The object form: only this function is offered, and it must be called.
+    Named(String),
+}
+
+impl Choice {
+    fn of(value: Option<Value>) -> Self {
+        match value {
+            Some(Value::String(mode)) if mode == "none" => Self::Off,
+            Some(Value::String(mode)) if mode == "required" => Self::Required,
+            Some(Value::Object(object)) => {
+                match object
+                    .get("function")
+                    .and_then(|f| f.get("name"))
+                    .and_then(Value::as_str)
+                {
+                    Some(name) => Self::Named(name.to_owned()),
+                    None => Self::Auto,
+                }
+            }
+            _ => Self::Auto,
+        }
+    }
 }
 
 fn system_guide(tools: &[Value]) -> Result<String, DialectError> {
@@ -598,6 +655,46 @@ mod tests {
             messages[3],
             json!({"role": "user", "content": "```tool_output\nsunny\n```"})
         );
+    }
+
+    #[test]
+    fn tool_choice_decides_which_tools_the_guide_offers() {
+        let tools = json!([
+            {"type": "function", "function": {"name": "w", "description": "Weather"}},
+            {"type": "function", "function": {"name": "t", "description": "Time"}}
+        ]);
+        let guide = |choice: Value| {
+            let mut body = json!({
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": tools.clone(),
+                "tool_choice": choice,
+            });
+            let map = body.as_object_mut().unwrap();
+            let offered = outbound(map).unwrap();
+            assert!(map.get("tools").is_none() && map.get("tool_choice").is_none());
+            let first = &map["messages"][0];
+            let text =
+                (first["role"] == "system").then(|| first["content"].as_str().unwrap().to_owned());
+            (offered, text)
+        };
+        let (offered, text) = guide(json!({"type": "function", "function": {"name": "t"}}));
+        let text = text.unwrap();
+        assert!(offered);
+        assert!(
+            text.contains("- t: Time") && !text.contains("- w: Weather"),
+            "{text}"
+        );
+        assert!(text.contains("Call the tool t now"), "{text}");
+        let (_, text) = guide(json!("required"));
+        let text = text.unwrap();
+        assert!(
+            text.contains("- t: Time") && text.contains("- w: Weather"),
+            "{text}"
+        );
+        assert!(text.contains("Call one of these tools now"), "{text}");
+        let (_, text) = guide(json!("auto"));
+        assert!(!text.unwrap().contains("now: reply"));
+        assert_eq!(guide(json!("none")), (false, None));
     }
 
     #[test]

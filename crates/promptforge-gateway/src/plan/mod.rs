@@ -97,6 +97,14 @@ pub(crate) struct Model {
     pub config: ModelConfig,
 }
 
+impl Model {
+    /// Whether a local `llama-server` child serves the model (a local model has one
+    /// route, its child's).
+    pub(crate) fn is_local(&self) -> bool {
+        self.routes.last.child.is_some()
+    }
+}
+
 /// A local model's child, as `/admin/status` and `/metrics` show it.
 #[derive(Debug)]
 pub(crate) struct LocalModel {

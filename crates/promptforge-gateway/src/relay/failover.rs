@@ -121,8 +121,8 @@ impl FailoverReason {
 pub(crate) trait Observer: Sync {
     /// `endpoint` is being tried (the last one reported answered, or failed last).
     fn trying(&self, endpoint: &Endpoint);
-    /// The request waited `waited` in `dominion`'s queue.
-    fn queued(&self, dominion: &str, waited: Duration);
+    /// The request waited `waited` in `dominion`'s queue; `outcome` is how the wait ended.
+    fn queued(&self, dominion: &str, waited: Duration, outcome: Result<(), &AdmissionError>);
     /// One attempt against `endpoint` took `elapsed` (until the answer was committed or
     /// failed).
     fn attempted(&self, endpoint: &Endpoint, elapsed: Duration);
@@ -240,7 +240,11 @@ pub(crate) async fn send<'a>(
             let label = admission::client_label(attempt.client);
             let waited = Instant::now();
             let permit = admission.acquire(&label).await;
-            relay.observer.queued(admission.id(), waited.elapsed());
+            relay.observer.queued(
+                admission.id(),
+                waited.elapsed(),
+                permit.as_ref().map(|_| ()),
+            );
             Some(permit.map_err(RelayError::Admission)?)
         }
     };
@@ -404,7 +408,7 @@ mod tests {
         fn trying(&self, endpoint: &Endpoint) {
             self.push(format!("trying {}", endpoint.id));
         }
-        fn queued(&self, dominion: &str, _: Duration) {
+        fn queued(&self, dominion: &str, _: Duration, _: Result<(), &AdmissionError>) {
             self.push(format!("queued {dominion}"));
         }
         fn attempted(&self, _: &Endpoint, _: Duration) {}

@@ -241,7 +241,6 @@ impl ApiError {
     }
 
     /// The message.
-    #[cfg(test)]
     pub(crate) fn message(&self) -> &str {
         &self.message
     }

@@ -1,8 +1,10 @@
 //! The one layer function around every route, for the router and the direct dispatch
 //! alike, in this order (outermost first):
 //!
-//! 1. a fresh [`Trace`] and the start time; once the response head is ready, the
-//!    metrics (counted under the route pattern) and the `X-PromptForge-Overhead-Ms` /
+//! 1. a fresh [`Trace`] (with the request's spans when OTLP export is on and the caller
+//!    may use the route: under the caller's `traceparent`, or a new trace) and the start
+//!    time; once the response head is ready, the metrics (counted under the route
+//!    pattern), the request span's end and the `X-PromptForge-Overhead-Ms` /
 //!    `X-PromptForge-Endpoint` headers;
 //! 2. the race against the end of the shutdown drain (503 `shutting_down`);
 //! 3. a declared `Content-Length` over [`MAX_BODY_BYTES`] refused with 413 before a byte
@@ -51,7 +53,14 @@ where
     Fut: Future<Output = Response>,
 {
     let start = Instant::now();
-    let trace = Trace::default();
+    // Spans only for callers who may use the route: an unauthenticated request cannot
+    // put spans into a trace (checked here only when export is on).
+    let spans = ctx
+        .tracing
+        .as_ref()
+        .filter(|_| access == Access::Open || bearer_matches(&ctx.api_key, request.headers()))
+        .and_then(|tracing| tracing.request(request.headers(), request.method(), route));
+    let trace = Trace::new(spans);
     let mut shutdown = ctx.shutdown.clone();
     let guarded = async {
         if let Some(refusal) = declared_oversize(request.headers()) {
@@ -87,6 +96,9 @@ where
             .insert(header::CONTENT_LENGTH, HeaderValue::from(size));
     }
     let status = response.status().as_u16();
+    if let Some(spans) = trace.spans() {
+        spans.answered(status);
+    }
     ctx.metrics.request(route, data, status, total, overhead);
     response
 }

@@ -34,6 +34,7 @@ use tower::ServiceExt;
 
 use crate::config::{ConfigError, ModelKind};
 use crate::metrics::{Metrics, RequestObserver, Trace};
+use crate::otel::Tracing;
 use crate::plan::{Current, Model, Plan};
 use crate::relay::Transport;
 use crate::relay::failover::{self, Answered, Attempt, Cooldowns, Relay, RelayError};
@@ -89,6 +90,8 @@ pub(crate) struct Ctx {
     pub api_key: Secret,
     /// The profile switch.
     pub control: Arc<dyn Control>,
+    /// Request spans over OTLP (`None`: export is off, and nothing is recorded).
+    pub tracing: Option<Arc<Tracing>>,
 }
 
 impl Ctx {
@@ -101,6 +104,9 @@ impl Ctx {
         attempt: Attempt<'_>,
     ) -> Result<Answered<'a>, RelayError> {
         trace.set_model(&model.name);
+        if let Some(spans) = trace.spans() {
+            spans.routed(&model.name, &model.upstream_model, attempt.path);
+        }
         let observer = RequestObserver {
             metrics: &self.metrics,
             trace,
@@ -110,7 +116,14 @@ impl Ctx {
             cooldowns: &self.cooldowns,
             observer: &observer,
         };
-        failover::send(&model.routes, attempt, relay).await
+        let answered = failover::send(&model.routes, attempt, relay).await;
+        if let Some(spans) = trace.spans()
+            && let Some(running) = &model.routes.last.child
+        {
+            let child = &running.child;
+            spans.local_child(&model.name, child.spec().port, child.server_pid());
+        }
+        answered
     }
 }
 

@@ -13,6 +13,7 @@ pub use super::upstream::*;
 use crate::app::{self, Booted};
 use crate::config::EnvLayers;
 use crate::conn;
+use crate::otel::Export;
 use crate::relay::http::HttpTransport;
 
 /// The environment every test gateway gets (instead of the process environment, which all
@@ -100,10 +101,22 @@ pub async fn boot_failure(dir: &ConfigDir, profile: &str) -> String {
 }
 
 impl Gateway {
-    /// Boots `boot` with `profile` and `env` in process and serves it.
+    /// Boots `boot` with `profile` and `env` in process and serves it (no span export:
+    /// the in-process tests share one process environment, so it is not read).
     pub async fn start(boot: &Path, profile: &str, env: &[(String, String)]) -> Self {
+        Self::start_traced(boot, profile, env, |_| None).await
+    }
+
+    /// [`Gateway::start`], with the span export `export` makes.
+    pub async fn start_traced(
+        boot: &Path,
+        profile: &str,
+        env: &[(String, String)],
+        export: impl FnOnce(&EnvLayers) -> Option<Export>,
+    ) -> Self {
         let logs = capture_logs();
-        let booted = match app::boot(boot, profile, env_layers(env), Arc::new(HttpTransport)).await
+        let transport = Arc::new(HttpTransport);
+        let booted = match app::boot_traced(boot, profile, env_layers(env), transport, export).await
         {
             Ok(booted) => booted,
             Err(err) => panic!("the gateway did not boot: {err}"),

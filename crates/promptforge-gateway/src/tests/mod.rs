@@ -13,6 +13,8 @@ mod harness;
 mod metrics;
 mod routes;
 pub(crate) mod scripted;
+mod spans;
 mod streaming;
+mod tool_choice;
 mod upstream;
 mod web_search;

@@ -1102,69 +1102,16 @@ async fn smol_dir(
 
 // ---- the profile switch is transactional: a stand-in llama-server, no model needed ----
 
-/// A stand-in `llama-server` (Python, standard library only): it reads `--port`,
+/// A stand-in `llama-server` (`tests/stand-in-llama-server.py`, Python, standard library
+/// only; the in-process span tests start it too): it reads `--port`,
 /// `--api-key-file` and `--alias` as the gateway passes them, answers `/health`, `/props`
 /// (a template with native tool syntax) and `/v1/chat/completions` (behind the bearer; a
-/// last message `wait:PATH` is answered once PATH exists), and, when its alias starts
+/// last message `wait:PATH` is answered once PATH exists, a last message `tools?` with
+/// the names of the `tools` it received and its `tool_choice`, as JSON text), and, when
+/// its alias starts
 /// with `broken`, prints one stderr line and exits 1 before listening, as a model that
 /// cannot load does.
-const STAND_IN: &str = r#"#!/usr/bin/env python3
-import json, os, sys, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-args = sys.argv[1:]
-def arg(name):
-    return args[args.index(name) + 1] if name in args else None
-
-alias = arg("--alias") or ""
-if alias.startswith("broken"):
-    print(f"stand-in llama-server: model {alias} cannot be loaded", file=sys.stderr, flush=True)
-    sys.exit(1)
-port = int(arg("--port"))
-with open(arg("--api-key-file")) as f:
-    key = f.read().strip()
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def reply(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def authorized(self):
-        if self.headers.get("authorization") == f"Bearer {key}":
-            return True
-        self.reply(401, {"error": {"message": "unauthorized"}})
-        return False
-
-    def do_GET(self):
-        if self.path == "/health":
-            self.reply(200, {"status": "ok"})
-        elif self.authorized():
-            self.reply(200, {"chat_template": "{% for tool in tools %}{{ tool }}{% endfor %}"})
-
-    def do_POST(self):
-        if not self.authorized():
-            return
-        length = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        said = str(body.get("messages", [{}])[-1].get("content", ""))
-        if said.startswith("wait:"):
-            deadline = time.time() + 30
-            while not os.path.exists(said[5:]) and time.time() < deadline:
-                time.sleep(0.02)
-        self.reply(200, {
-            "id": "stand-in", "object": "chat.completion", "model": body.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": f"{alias} on {port}"}, "finish_reason": "stop"}],
-        })
-
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"#;
+const STAND_IN: &str = include_str!("../stand-in-llama-server.py");
 
 /// Writes the stand-in as an executable file in `dir`.
 fn stand_in(dir: &ConfigDir) -> std::path::PathBuf {
@@ -1287,4 +1234,76 @@ async fn a_switch_whose_new_child_fails_leaves_the_old_profile_exactly_as_it_was
     for request in holding.into_iter().chain([third]) {
         assert_eq!(request.await.unwrap(), 200);
     }
+}
+
+// ---- tool_choice reaches a local child translated: a stand-in llama-server ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_child_gets_only_the_named_tool_and_required() {
+    let upstream = Upstream::start().await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = ConfigDir::new();
+    let binary = stand_in(&dir);
+    let gguf = dir.write("model.gguf", "not read by the stand-in\n");
+    let models = format!(
+        "[[local_model]]\nname = \"one\"\ndescription = \"a stand-in\"\nsource = \"{}\"\ncontext = 512\nthreads = 1\n",
+        gguf.display()
+    );
+    let local = local_dir(
+        &upstream,
+        &local_section(Some(&binary), cache_dir.path()),
+        &models,
+    );
+    let gw = Gateway::start(&local.boot(), "main", &base_env()).await;
+    let tools = json!([
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+    ]);
+    // What the child received, as the stand-in reports it.
+    let seen = |choice: Value| {
+        let gw = &gw;
+        let request = json!({
+            "model": "one",
+            "messages": [{"role": "user", "content": "tools?"}],
+            "tools": tools.clone(),
+            "tool_choice": choice,
+        });
+        async move {
+            let (status, body) = gw.post("/v1/chat/completions", &request).await;
+            assert_eq!(status, 200, "{body}");
+            let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+            serde_json::from_str::<Value>(content).unwrap()
+        }
+    };
+    // The object form: only the named tool, and "required".
+    assert_eq!(
+        seen(json!({"type": "function", "function": {"name": "get_time"}})).await,
+        json!({"tools": ["get_time"], "tool_choice": "required"})
+    );
+    // The modes (and null) go to the child as they came, with every tool.
+    for mode in [json!("auto"), json!("none"), json!("required"), Value::Null] {
+        assert_eq!(
+            seen(mode.clone()).await,
+            json!({"tools": ["get_weather", "get_time"], "tool_choice": mode})
+        );
+    }
+    // A named tool the request does not offer never reaches the child.
+    let (status, body) = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({
+                "model": "one",
+                "messages": [{"role": "user", "content": "tools?"}],
+                "tools": tools,
+                "tool_choice": {"type": "function", "function": {"name": "get_stock"}},
+            }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("tool_choice") && message.contains("`get_stock`"),
+        "{message}"
+    );
 }

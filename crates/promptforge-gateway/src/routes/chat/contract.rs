@@ -14,6 +14,9 @@
 //! - `messages`: a non-empty array of objects, each with a `role` among [`ROLES`] and a
 //!   non-null `content`, `tool_calls` or `function_call`;
 //! - `stream`: `true` streams; absent, `false` or `null` do not;
+//! - `tool_choice`: absent, `null`, `"none"`, `"auto"`, `"required"` or the object form
+//!   `{"type": "function", "function": {"name": NAME}}` (further members pass through),
+//!   and a NAME must be the `function.name` of an entry of `tools` ([`ToolChoice`]);
 //! - every other field passes through verbatim; only `model` is rewritten (and
 //!   `max_tokens` added from `default_max_tokens` when the request sets neither
 //!   `max_tokens` nor `max_completion_tokens`).
@@ -28,9 +31,15 @@
 //! - a repeated `model`, `messages`, `stream`, `max_tokens` or `max_completion_tokens`,
 //!   or a repeated `role`, `content`, `tool_calls` or `function_call` within a message;
 //! - `stream` that is not `true` or `false` (`null` is dropped by the general path);
+//! - a `tool_choice` that is not a string or `null` (the object form names a tool the
+//!   general path checks against `tools`, and a local child gets it translated), or a
+//!   repeated `tool_choice`;
 //! - a `role` that is not a string;
 //! - a model whose tool calls are emulated (`tool_dialect = "gemma3_tool_code"`, not
 //!   streaming).
+
+use promptforge_env::quote as quoted;
+use serde_json::Value;
 
 use super::super::error::ApiError;
 
@@ -107,4 +116,79 @@ pub(crate) fn message(index: usize, message: &Message<'_>) -> Result<(), Invalid
         )));
     }
     Ok(())
+}
+
+/// The string values `tool_choice` may take.
+pub(crate) const TOOL_CHOICES: [&str; 3] = ["none", "auto", "required"];
+
+/// What a request's `tool_choice` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolChoice<'a> {
+    /// Absent or `null`: the backend's default.
+    Unset,
+    /// `"none"`, `"auto"` or `"required"` (one of [`TOOL_CHOICES`]).
+    Mode(&'a str),
+    /// The object form: this function must be called.
+    Named(&'a str),
+}
+
+/// A string `tool_choice` must be one of [`TOOL_CHOICES`].
+pub(crate) fn tool_choice_mode(mode: &str) -> Result<ToolChoice<'_>, Invalid> {
+    match TOOL_CHOICES.iter().find(|known| **known == mode) {
+        Some(known) => Ok(ToolChoice::Mode(known)),
+        None => Err(Invalid(format!(
+            "tool_choice `{}` is not one of {}, or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}",
+            quoted(mode),
+            TOOL_CHOICES.join(", ")
+        ))),
+    }
+}
+
+/// `tool_choice` as the general path read it (`None`: absent).
+pub(crate) fn tool_choice(value: Option<&Value>) -> Result<ToolChoice<'_>, Invalid> {
+    let object = match value {
+        None | Some(Value::Null) => return Ok(ToolChoice::Unset),
+        Some(Value::String(mode)) => return tool_choice_mode(mode),
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            return Err(Invalid(
+                "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}".to_owned(),
+            ));
+        }
+    };
+    if object.get("type").and_then(Value::as_str) != Some("function") {
+        return Err(Invalid(
+            "tool_choice.type must be \"function\" (the only object form)".to_owned(),
+        ));
+    }
+    match object
+        .get("function")
+        .and_then(|f| f.get("name"))
+        .and_then(Value::as_str)
+    {
+        Some(name) if !name.is_empty() => Ok(ToolChoice::Named(name)),
+        _ => Err(Invalid(
+            "tool_choice.function.name must be a non-empty string".to_owned(),
+        )),
+    }
+}
+
+/// The `function.name` of a `tools` entry, when it has one.
+pub(crate) fn tool_name(tool: &Value) -> Option<&str> {
+    tool.get("function")?.get("name")?.as_str()
+}
+
+/// A function `tool_choice` names must be offered in `tools`.
+pub(crate) fn named_tool_offered(name: &str, tools: Option<&Value>) -> Result<(), Invalid> {
+    let offered = tools
+        .and_then(Value::as_array)
+        .is_some_and(|tools| tools.iter().any(|tool| tool_name(tool) == Some(name)));
+    if offered {
+        Ok(())
+    } else {
+        Err(Invalid(format!(
+            "tool_choice names the function `{}`, which is not in tools",
+            quoted(name)
+        )))
+    }
 }

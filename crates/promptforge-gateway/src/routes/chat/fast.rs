@@ -143,6 +143,7 @@ struct Head<'a> {
     stream: Option<&'a RawValue>,
     max_tokens: Option<Checked>,
     max_completion_tokens: Option<Checked>,
+    tool_choice: Option<Option<Cow<'a, str>>>,
 }
 
 object_visitor!(
@@ -160,6 +161,7 @@ object_visitor!(
                 &mut head.max_completion_tokens,
                 "max_completion_tokens",
             )?,
+            "tool_choice" => once(&mut map, &mut head.tool_choice, "tool_choice")?,
             _ => {
                 map.next_value::<Checked>()?;
             }
@@ -306,6 +308,9 @@ impl<'a> FastRequest<'a> {
             };
             contract::message(i, &facts).ok()?;
         }
+        if let Some(Some(mode)) = &head.tool_choice {
+            contract::tool_choice_mode(mode).ok()?;
+        }
         let streaming = match head.stream {
             None => false,
             Some(raw) => serde_json::from_str::<bool>(raw.get()).ok()?,
@@ -413,12 +418,37 @@ mod tests {
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":null}"#,
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":"yes"}"#,
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}]} x"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tool_choice":"sometimes"}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tool_choice":7}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tool_choice":"auto","tool_choice":"auto"}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"w"}}],"tool_choice":{"type":"function","function":{"name":"w"}}}"#,
         ] {
             assert!(FastRequest::parse(body.as_bytes()).is_none(), "{body}");
         }
         let body =
             br#"{"model":"m","messages":[{"role":"assistant","tool_calls":[]}],"stream":true}"#;
         assert!(FastRequest::parse(body).unwrap().streaming);
+    }
+
+    #[test]
+    fn the_tool_choice_modes_and_null_stay_on_the_fast_path_verbatim() {
+        for choice in [
+            r#""auto""#,
+            r#""none""#,
+            r#""required""#,
+            r#""\u0061uto""#,
+            "null",
+        ] {
+            let body = format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"tools":[],"tool_choice":{choice}}}"#
+            );
+            let fast = FastRequest::parse(body.as_bytes()).unwrap();
+            let sent = String::from_utf8(fast.outgoing("up", None)).unwrap();
+            assert!(
+                sent.ends_with(&format!(r#""tool_choice":{choice}}}"#)),
+                "{sent}"
+            );
+        }
     }
 
     #[test]
@@ -545,6 +575,23 @@ mod tests {
             ]
         }
 
+        /// `tool_choice` values: the modes (one spelled with an escape), `null`, the
+        /// object form naming an offered tool or another one, and values the contract
+        /// refuses.
+        fn tool_choice() -> impl Strategy<Value = String> {
+            prop_oneof![
+                3 => prop::sample::select(vec!["\"auto\"", "\"none\"", "\"required\""])
+                    .prop_map(str::to_owned),
+                1 => Just("\"\\u0061uto\"".to_owned()),
+                1 => Just("null".to_owned()),
+                2 => Just("{\"type\":\"function\",\"function\":{\"name\":\"w\"}}".to_owned()),
+                1 => Just("{\"type\":\"function\",\"function\":{\"name\":\"other\"}}".to_owned()),
+                1 => Just("\"sometimes\"".to_owned()),
+                1 => Just("7".to_owned()),
+                1 => Just("{\"type\":\"tool\"}".to_owned()),
+            ]
+        }
+
         fn request_body() -> impl Strategy<Value = Vec<u8>> {
             let model = prop_oneof![
                 12 => prop::sample::select(vec!["m", "caller\u{e9}", "a \"quoted\" name"])
@@ -575,10 +622,21 @@ mod tests {
                 ),
                 prop::option::weighted(
                     0.05,
-                    prop::sample::select(vec!["model", "messages", "stream", "temperature"]),
+                    prop::sample::select(vec![
+                        "model",
+                        "messages",
+                        "stream",
+                        "temperature",
+                        "tool_choice",
+                    ]),
                 ),
                 any::<bool>(),
                 prop::sample::select(vec!["", "", "", "", "", "", "  ", " x", "[1]"]),
+                prop::option::weighted(0.3, tool_choice()),
+                prop::option::weighted(
+                    0.3,
+                    Just("[{\"type\":\"function\",\"function\":{\"name\":\"w\"}}]".to_owned()),
+                ),
             )
                 .prop_map(
                     |(
@@ -591,10 +649,18 @@ mod tests {
                         twice,
                         spaced,
                         tail,
+                        choice,
+                        tools,
                     )| {
                         let mut members = Vec::new();
                         for (key, value) in others {
                             members.push((key.to_owned(), value));
+                        }
+                        if let Some(choice) = choice {
+                            members.push(("tool_choice".to_owned(), choice));
+                        }
+                        if let Some(tools) = tools {
+                            members.push(("tools".to_owned(), tools));
                         }
                         if let Some(model) = model {
                             members.push(("model".to_owned(), model));

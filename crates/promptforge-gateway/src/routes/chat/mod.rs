@@ -7,6 +7,7 @@ pub(crate) mod contract;
 mod fast;
 
 use std::convert::Infallible;
+use std::time::SystemTime;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -22,7 +23,7 @@ use super::{Ctx, RawBody, body_bytes, client_header, json_object, lookup, parse_
 use crate::config::{ModelKind, ToolDialect};
 use crate::dialect::gemma;
 use crate::metrics::{Trace, UsageTap};
-use crate::plan::ApiPath;
+use crate::plan::{ApiPath, Model, Plan};
 use crate::relay::failover::{Attempt, Reply};
 use crate::relay::sse::{self, StreamError};
 use fast::{FastReply, FastRequest};
@@ -47,6 +48,8 @@ pub(super) struct General {
     pub model: String,
     /// `stream: true`.
     pub streaming: bool,
+    /// The function `tool_choice` names (its object form), checked to be in `tools`.
+    pub named_tool: Option<String>,
     request: ChatRequest,
 }
 
@@ -75,9 +78,17 @@ impl General {
                 },
             )?;
         }
+        let named_tool = match contract::tool_choice(request.rest.get("tool_choice"))? {
+            contract::ToolChoice::Named(name) => {
+                contract::named_tool_offered(name, request.rest.get("tools"))?;
+                Some(name.to_owned())
+            }
+            contract::ToolChoice::Unset | contract::ToolChoice::Mode(_) => None,
+        };
         Ok(Self {
             model,
             streaming: request.stream == Some(true),
+            named_tool,
             request,
         })
     }
@@ -105,6 +116,18 @@ impl General {
         }
         out
     }
+}
+
+/// Translates the object form of `tool_choice` for a local `llama-server` child, which
+/// ignores it (with a warning) and is not held to one tool by `"required"` either: the
+/// named function becomes the only entry of `tools` and `tool_choice` becomes
+/// `"required"`, so the child can call that tool and nothing else. The contract already
+/// checked that `tools` offers `name`.
+fn force_named_tool(out: &mut Map<String, Value>, name: &str) {
+    if let Some(Value::Array(tools)) = out.get_mut("tools") {
+        tools.retain(|tool| contract::tool_name(tool) == Some(name));
+    }
+    out.insert("tool_choice".into(), Value::from("required"));
 }
 
 /// A buffered reply read as a tree: a JSON object with a `choices` array, its `model` set
@@ -153,39 +176,23 @@ async fn chat(
     headers: &HeaderMap,
     body: RawBody,
 ) -> Result<Response, ApiError> {
-    let bytes = body_bytes(body)?;
-    // The plain case skips the JSON tree both ways (see `fast`); anything else, and
-    // tool-call emulation, takes the general path.
-    let fast = FastRequest::parse(&bytes);
-    let mut general = None;
-    let (caller_model, streaming) = match &fast {
-        Some(fast) => (fast.model.clone(), fast.streaming),
-        None => {
-            let request = General::parse(&bytes)?;
-            let read = (request.model.clone(), request.streaming);
-            general = Some(request);
-            read
-        }
-    };
     let plan = ctx.plans.load();
-    let model = lookup(&plan, &caller_model, ModelKind::Chat)?;
-    let emulate = model.dialect == ToolDialect::Gemma3ToolCode && !streaming;
-
-    let mut emulated_tools = false;
-    let outgoing = match fast.filter(|_| !emulate) {
-        Some(fast) => Bytes::from(fast.outgoing(&model.upstream_model, model.default_max_tokens)),
-        None => {
-            let request = match general {
-                Some(request) => request,
-                None => General::parse(&bytes)?,
-            };
-            let mut out = request.outgoing(&model.upstream_model, model.default_max_tokens);
-            if emulate {
-                emulated_tools = gemma::outbound(&mut out)?;
-            }
-            Bytes::from(Value::Object(out).to_string())
-        }
-    };
+    let started = trace.spans().map(|_| SystemTime::now());
+    let checked = check(&plan, body);
+    if let (Some(spans), Some(started)) = (trace.spans(), started) {
+        let refused = checked
+            .as_ref()
+            .err()
+            .map(|err| (err.code(), err.message()));
+        spans.validated(started, refused);
+    }
+    let Checked {
+        model,
+        caller_model,
+        streaming,
+        outgoing,
+        emulated_tools,
+    } = checked?;
 
     let attempt = Attempt {
         model: &model.name,
@@ -200,12 +207,13 @@ async fn chat(
     let endpoint = answered.endpoint;
     let bytes = match answered.reply {
         Reply::Stream(body, permit) => {
+            let tap = UsageTap::new(ctx.metrics.clone(), &model.name, trace.spans().cloned());
             let settings = sse::StreamSettings {
                 endpoint: endpoint.id.to_string(),
                 caller_model,
                 idle_timeout: endpoint.limits.stream_idle_timeout,
                 max_event_bytes: endpoint.limits.max_stream_event_bytes,
-                tap: Some(Box::new(UsageTap::new(ctx.metrics.clone(), &model.name))),
+                tap: Some(Box::new(tap)),
             };
             let events = sse::relay_body(body, settings, ctx.shutdown.clone(), permit)
                 .map(|event| Ok::<_, Infallible>(event.unwrap_or_else(error_event)));
@@ -220,6 +228,11 @@ async fn chat(
         }
         Reply::Whole(bytes) => bytes,
     };
+    if let Some(spans) = trace.spans() {
+        // Read again only when spans are recorded: the fast path never parses `model`.
+        let facts = serde_json::from_slice::<AnswerFacts>(&bytes).unwrap_or_default();
+        spans.answer(facts.model.as_deref(), facts.usage.as_ref());
+    }
     if !emulated_tools && let Some(fast) = FastReply::parse(&bytes) {
         if let Some(usage) = &fast.usage {
             ctx.metrics.usage(&model.name, usage);
@@ -242,6 +255,75 @@ async fn chat(
         gemma::inbound(&mut reply, &caller_model);
     }
     Ok(Json(Value::Object(reply)).into_response())
+}
+
+/// A request that passed the contract and the model lookup, with the body to send.
+struct Checked<'p> {
+    model: &'p Model,
+    caller_model: String,
+    streaming: bool,
+    outgoing: Bytes,
+    /// Tool calls are emulated (`gemma3_tool_code`): the reply is scanned for fences.
+    emulated_tools: bool,
+}
+
+/// Reads `body` against the contract (the fast path, else the general one), looks the
+/// model up in `plan` and writes the body to send upstream.
+fn check(plan: &Plan, body: RawBody) -> Result<Checked<'_>, ApiError> {
+    let bytes = body_bytes(body)?;
+    // The plain case skips the JSON tree both ways (see `fast`); anything else, and
+    // tool-call emulation, takes the general path.
+    let fast = FastRequest::parse(&bytes);
+    let mut general = None;
+    let (caller_model, streaming) = match &fast {
+        Some(fast) => (fast.model.clone(), fast.streaming),
+        None => {
+            let request = General::parse(&bytes)?;
+            let read = (request.model.clone(), request.streaming);
+            general = Some(request);
+            read
+        }
+    };
+    let model = lookup(plan, &caller_model, ModelKind::Chat)?;
+    let emulate = model.dialect == ToolDialect::Gemma3ToolCode && !streaming;
+
+    let mut emulated_tools = false;
+    let outgoing = match fast.filter(|_| !emulate) {
+        Some(fast) => Bytes::from(fast.outgoing(&model.upstream_model, model.default_max_tokens)),
+        None => {
+            let mut request = match general {
+                Some(request) => request,
+                None => General::parse(&bytes)?,
+            };
+            let named_tool = request.named_tool.take();
+            let mut out = request.outgoing(&model.upstream_model, model.default_max_tokens);
+            if emulate {
+                // The dialect reads `tool_choice` itself (a named function is the only
+                // tool its guide offers) and strips it.
+                emulated_tools = gemma::outbound(&mut out)?;
+            } else if let Some(name) = named_tool.filter(|_| model.is_local()) {
+                force_named_tool(&mut out, &name);
+            }
+            Bytes::from(Value::Object(out).to_string())
+        }
+    };
+    Ok(Checked {
+        model,
+        caller_model,
+        streaming,
+        outgoing,
+        emulated_tools,
+    })
+}
+
+/// What a buffered answer says of itself, for the upstream span (read only when spans
+/// are recorded; an answer that does not read this way records neither).
+#[derive(Debug, Default, Deserialize)]
+struct AnswerFacts {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<Value>,
 }
 
 /// The event that ends a stream early: one `data:` line carrying the error envelope.
