@@ -358,8 +358,20 @@ impl SessionManager for WatchedSessions {
             ClientJsonRpcMessage::Request(request) => Some((id.clone(), request.id.clone())),
             _ => None,
         };
-        let stream = self.inner.create_stream(id, message).await?;
+        // Watch the call before rmcp hands the request to the handler: a handler that ran
+        // first would register its token with a call not yet in the table, and a drop
+        // would then cancel nothing.
         let guard = key.and_then(|key| self.attachments.opened(key));
+        let stream = match self.inner.create_stream(id, message).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                if let Some(mut guard) = guard {
+                    // No stream was made: the call is forgotten, not dropped.
+                    guard.ended = true;
+                }
+                return Err(error);
+            }
+        };
         Ok(Watched {
             inner: Box::pin(stream),
             guard,
