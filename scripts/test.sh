@@ -27,12 +27,14 @@ if command -v npm >/dev/null 2>&1 \
     @anthropic-ai/claude-code@2.1.328 @modelcontextprotocol/inspector@2.12.0 playwright-core@1.64.1
 fi
 
-# Distribution packages the tests drive: Chromium (the trace viewer's browser tests) and
-# Neovim (the language server's editor test, 0.7.2 on Debian 12). One `apt-get update`, and
-# only when something is missing.
+# Distribution packages the tests drive: Chromium (the trace viewer's browser tests),
+# Neovim (the language server's editor test, 0.7.2 on Debian 12) and redis-server (the
+# gateway's shared dominions, started per test on a loopback port). One `apt-get update`,
+# and only when something is missing.
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
   "${apt[@]}" -o DPkg::Lock::Timeout=600 update -qq

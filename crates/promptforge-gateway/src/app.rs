@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::admission::shared::Shared;
 use crate::config::{
     self, Config, ConfigError, ConfigErrorKind, EnvLayers, ServerConfig, ServerLimits,
 };
@@ -43,6 +44,9 @@ pub(crate) struct Booted {
     pub plans: Arc<Current>,
     /// The OTLP span export, when the environment turns it on (finished after the drain).
     pub export: Option<Export>,
+    /// The shared dominions' store client, with `[dominion_store]` (the replica leaves
+    /// the store's replica set after the drain).
+    pub shared: Option<Arc<Shared>>,
 }
 
 /// The boot sequence up to (not including) binding: env files, the boot file's
@@ -115,7 +119,18 @@ pub(crate) async fn boot_traced(
     let fleet = Fleet::start(prepared.as_ref(), &Fleet::default())
         .await
         .map_err(|err| local_error(&source.path, &err))?;
-    let staged = Staged::new(&config, &fleet, None);
+    let shared = match &server.dominion_store {
+        None => None,
+        Some(store) => Some(Shared::start(store).await.map_err(|message| {
+            ConfigError::new(
+                ConfigErrorKind::Validation,
+                boot_file,
+                Some("dominion_store.url".into()),
+                message,
+            )
+        })?),
+    };
+    let staged = Staged::new(&config, &fleet, None, shared.as_deref());
     let plan = Plan::build(profile, config, &fleet, &staged, search);
     check_clients(&plan, &source.path)?;
     staged.commit();
@@ -126,6 +141,7 @@ pub(crate) async fn boot_traced(
         plans: plans.clone(),
         boot: boot_file.to_path_buf(),
         server: server.clone(),
+        shared: shared.clone(),
         live: tokio::sync::Mutex::new(Live { env, fleet }),
     });
     let ctx = Arc::new(Ctx {
@@ -137,6 +153,7 @@ pub(crate) async fn boot_traced(
         api_key: server.api_key.clone(),
         control,
         tracing: export.as_ref().map(Export::tracing),
+        shared: shared.clone(),
     });
     Ok(Booted {
         service: Service::new(ctx),
@@ -145,6 +162,7 @@ pub(crate) async fn boot_traced(
         shutdown: trigger,
         plans,
         export,
+        shared,
     })
 }
 
@@ -246,6 +264,8 @@ struct Switcher {
     plans: Arc<Current>,
     boot: PathBuf,
     server: ServerConfig,
+    /// The store shared dominions go through, with `[dominion_store]`.
+    shared: Option<Arc<Shared>>,
     /// Serialises switches; what a commit changes besides the plan.
     live: tokio::sync::Mutex<Live>,
 }
@@ -286,7 +306,7 @@ impl Switcher {
             .await
             .map_err(|err| local_error(&source, &err))?;
         let previous = self.plans.load();
-        let staged = Staged::new(&config, &fleet, Some(&previous));
+        let staged = Staged::new(&config, &fleet, Some(&previous), self.shared.as_deref());
         let plan = Arc::new(Plan::build(name, config, &fleet, &staged, search));
         check_clients(&plan, &source)?;
         // Commit: infallible from here on.

@@ -22,6 +22,7 @@ use prometheus_client::registry::Registry;
 use serde_json::Value;
 
 use crate::admission::AdmissionError;
+use crate::admission::shared::Shared;
 use crate::otel::Spans;
 use crate::plan::{Endpoint, Plan};
 use crate::relay::AttemptFailure;
@@ -41,6 +42,12 @@ struct RequestLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
     route: &'static str,
+}
+
+/// The dominion store's address (never with credentials).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    url: String,
 }
 
 /// An endpoint id.
@@ -109,6 +116,11 @@ struct Inner {
     admission_wait_seconds: Histograms<DominionLabels>,
     dominion_in_flight: Family<DominionLabels, Gauge>,
     dominion_waiting: Family<DominionLabels, Gauge>,
+    dominion_global_in_flight: Family<DominionLabels, Gauge>,
+    dominion_global_waiting: Family<DominionLabels, Gauge>,
+    store_up: Family<StoreLabels, Gauge>,
+    store_replicas: Family<StoreLabels, Gauge>,
+    store_outages: Family<StoreLabels, Counter>,
     failovers: Family<FailoverLabels, Counter>,
     upstream_errors: Family<ErrorLabels, Counter>,
     tokens: Family<TokenLabels, Counter>,
@@ -144,6 +156,11 @@ impl Metrics {
             Family::new_with_constructor(latency_histogram);
         let dominion_in_flight = Family::<DominionLabels, Gauge>::default();
         let dominion_waiting = Family::<DominionLabels, Gauge>::default();
+        let dominion_global_in_flight = Family::<DominionLabels, Gauge>::default();
+        let dominion_global_waiting = Family::<DominionLabels, Gauge>::default();
+        let store_up = Family::<StoreLabels, Gauge>::default();
+        let store_replicas = Family::<StoreLabels, Gauge>::default();
+        let store_outages = Family::<StoreLabels, Counter>::default();
         let failovers = Family::<FailoverLabels, Counter>::default();
         let upstream_errors = Family::<ErrorLabels, Counter>::default();
         let tokens = Family::<TokenLabels, Counter>::default();
@@ -185,6 +202,31 @@ impl Metrics {
             dominion_waiting.clone(),
         );
         registry.register(
+            "dominion_global_in_flight",
+            "Slots held by every replica of a dominion shared through the dominion store (as of this replica's last store round trip)",
+            dominion_global_in_flight.clone(),
+        );
+        registry.register(
+            "dominion_global_waiting",
+            "Requests of every replica waiting in a shared dominion's queue (as of this replica's last store round trip)",
+            dominion_global_waiting.clone(),
+        );
+        registry.register(
+            "dominion_store_up",
+            "Whether the dominion store answers (1, shared mode) or not (0, degraded mode)",
+            store_up.clone(),
+        );
+        registry.register(
+            "dominion_store_replicas",
+            "Live gateway replicas sharing the dominion store, as the last heartbeat counted them",
+            store_replicas.clone(),
+        );
+        registry.register(
+            "dominion_store_outages",
+            "Times the dominion store became unreachable (a switch to degraded mode)",
+            store_outages.clone(),
+        );
+        registry.register(
             "failovers",
             "Requests moved from an endpoint to the next one, by model, endpoint left and reason",
             failovers.clone(),
@@ -219,6 +261,11 @@ impl Metrics {
                 admission_wait_seconds,
                 dominion_in_flight,
                 dominion_waiting,
+                dominion_global_in_flight,
+                dominion_global_waiting,
+                store_up,
+                store_replicas,
+                store_outages,
                 failovers,
                 upstream_errors,
                 tokens,
@@ -278,11 +325,32 @@ impl Metrics {
             .observe(overhead.as_secs_f64());
     }
 
-    /// The exposition: live gauges (dominions, local children) refreshed from `plan`.
-    pub(crate) fn render(&self, plan: &Plan) -> String {
+    /// The exposition: live gauges (dominions, local children, the dominion store)
+    /// refreshed from `plan` and `shared`.
+    pub(crate) fn render(&self, plan: &Plan, shared: Option<&Shared>) -> String {
         let inner = &self.inner;
         inner.dominion_in_flight.clear();
         inner.dominion_waiting.clear();
+        inner.dominion_global_in_flight.clear();
+        inner.dominion_global_waiting.clear();
+        if let Some(shared) = shared {
+            let labels = StoreLabels {
+                url: shared.status().url,
+            };
+            inner
+                .store_up
+                .get_or_create(&labels)
+                .set(i64::from(shared.is_up()));
+            inner
+                .store_replicas
+                .get_or_create(&labels)
+                .set(i64::from(shared.replicas()));
+            let outages = inner.store_outages.get_or_create(&labels);
+            let seen = outages.get();
+            if shared.outages() > seen {
+                outages.inc_by(shared.outages() - seen);
+            }
+        }
         for dominion in plan.dominions() {
             let Some(admission) = &dominion.admission else {
                 continue;
@@ -299,6 +367,16 @@ impl Metrics {
                 .dominion_waiting
                 .get_or_create(&labels)
                 .set(i64::try_from(waiting).unwrap_or(i64::MAX));
+            if let Some(global) = admission.global() {
+                inner
+                    .dominion_global_in_flight
+                    .get_or_create(&labels)
+                    .set(i64::from(global.in_flight));
+                inner
+                    .dominion_global_waiting
+                    .get_or_create(&labels)
+                    .set(i64::from(global.waiting));
+            }
         }
         inner.local_up.clear();
         for local in plan.local() {

@@ -136,6 +136,9 @@ pub async fn serve(boot_file: &Path, profile: &str) -> Result<(), ServeError> {
         }
     })
     .await;
+    if let Some(shared) = &booted.shared {
+        shared.leave().await;
+    }
     if let Some(export) = booted.export {
         let report = export.finish().await;
         if report.failed > 0 || report.dropped > 0 || !report.errors.is_empty() {

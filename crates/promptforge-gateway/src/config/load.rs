@@ -165,10 +165,16 @@ pub(crate) fn load_boot_server(boot: &Path, env: &EnvLayers) -> Result<ServerCon
         ));
     }
     validate::header_safe(boot, "server.api_key".into(), api_key.expose())?;
+    let dominion_store = raw
+        .dominion_store
+        .as_ref()
+        .map(|store| validate::dominion_store(boot, store))
+        .transpose()?;
     Ok(ServerConfig {
         bind,
         api_key,
         limits,
+        dominion_store,
     })
 }
 
@@ -195,6 +201,8 @@ pub(crate) struct Merged {
     pub(crate) local_models: Vec<Sourced<RawLocalModel>>,
     pub(crate) dominions: Vec<Sourced<RawDominion>>,
     pub(crate) web_search: Option<Sourced<RawWebSearch>>,
+    /// The files that set `[dominion_store]`, canonical (only the boot file may).
+    pub(crate) dominion_store_files: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Appends `items` to `into`; an entry whose key matches an earlier file's entry replaces
@@ -254,6 +262,10 @@ impl Merged {
     ) -> Result<(), ConfigError> {
         self.chain.push(file.to_path_buf());
         self.canonical_chain.push(canonical.to_path_buf());
+        if raw.dominion_store.is_some() {
+            self.dominion_store_files
+                .push((file.to_path_buf(), canonical.to_path_buf()));
+        }
         if let Some(models) = raw.models {
             self.models_allowlist = Some(Sourced {
                 file: file.to_path_buf(),
@@ -463,7 +475,30 @@ pub(crate) fn load_profile(
     resolve(&source.path, &source.path, 0, &mut walk, env)?;
     let merged = walk.merged;
     check_server(&merged, &source.path, boot, boot_server)?;
+    check_store_in_boot(&merged, boot)?;
     validate::build(merged)
+}
+
+/// `[dominion_store]` is read from the boot file alone (a switch cannot move a replica to
+/// another store); any other file of the chain that sets it is an error.
+fn check_store_in_boot(merged: &Merged, boot: &Path) -> Result<(), ConfigError> {
+    let boot_canonical = std::fs::canonicalize(boot).unwrap_or_else(|_| boot.to_path_buf());
+    match merged
+        .dominion_store_files
+        .iter()
+        .find(|(_, canonical)| *canonical != boot_canonical)
+    {
+        None => Ok(()),
+        Some((file, _)) => Err(ConfigError::new(
+            ConfigErrorKind::ServerMismatch,
+            file,
+            Some("dominion_store".into()),
+            format!(
+                "only the boot file ({}) may set [dominion_store]: every profile of a replica shares one store",
+                boot.display()
+            ),
+        )),
+    }
 }
 
 /// The merged `[server]` must equal the boot file's.

@@ -142,6 +142,8 @@ pub(crate) struct ServerConfig {
     pub api_key: Secret,
     /// Connection-level bounds.
     pub limits: ServerLimits,
+    /// `[dominion_store]`: dominions shared between replicas, when set.
+    pub dominion_store: Option<StoreConfig>,
 }
 
 /// Connection-level bounds of the listening socket (`[server]`, owned by the boot file).
@@ -360,6 +362,41 @@ pub(crate) struct DominionConfig {
     pub fair_scheduling: bool,
     /// Co-residency budget (local only).
     pub vram_gb: Option<f64>,
+    /// What admission does while `[dominion_store]` cannot be reached (default
+    /// `local_share`; only a remote dominion is shared).
+    pub on_store_failure: StoreFailure,
+}
+
+/// `[[dominion]] on_store_failure`: admission while the dominion store is unreachable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum StoreFailure {
+    /// Each replica admits `max_concurrency / replicas` (at least 1) on its own, the
+    /// replica count being the last one the heartbeats showed.
+    #[default]
+    LocalShare,
+    /// New requests get 503 `dominion_store_unavailable`; waiters leave with it.
+    FailClosed,
+}
+
+/// `[dominion_store]` (boot file only): share every remote dominion through Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreConfig {
+    /// `redis://host:port[/db]` or `rediss://...`, without credentials.
+    pub url: String,
+    /// The ACL user, when the server has one for the gateway.
+    pub username: Option<String>,
+    /// The password (from the env file; never printed).
+    pub password: Option<Secret>,
+    /// Prefix of every key and channel (default `promptforge`).
+    pub key_prefix: String,
+    /// Longest one store command may take before the store counts as unreachable
+    /// (default 500 ms).
+    pub timeout: Duration,
+    /// Longest a connection attempt may take (default 2 s).
+    pub connect_timeout: Duration,
+    /// A slot's lease: renewed every third of it while its request lives; a dead
+    /// replica's slots free themselves after it (default 5 s).
+    pub lease_ttl: Duration,
 }
 
 /// `[tools.web_search]`.

@@ -35,6 +35,21 @@ pub(crate) struct RawFile {
     pub(crate) dominion: Vec<RawDominion>,
     /// Built-in tools.
     pub(crate) tools: Option<RawTools>,
+    /// Dominions shared between replicas (boot file only).
+    pub(crate) dominion_store: Option<RawDominionStore>,
+}
+
+/// `[dominion_store]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDominionStore {
+    pub(crate) url: String,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<Secret>,
+    pub(crate) key_prefix: Option<String>,
+    pub(crate) timeout: Option<String>,
+    pub(crate) connect_timeout: Option<String>,
+    pub(crate) lease_ttl: Option<String>,
 }
 
 /// `[server]`.
@@ -142,6 +157,7 @@ pub(crate) struct RawDominion {
     pub(crate) policy: Option<String>,
     pub(crate) fair_scheduling: Option<bool>,
     pub(crate) vram_gb: Option<f64>,
+    pub(crate) on_store_failure: Option<String>,
 }
 
 /// `[tools]`.

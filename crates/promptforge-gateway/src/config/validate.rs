@@ -8,11 +8,13 @@ use std::time::Duration;
 use promptforge_wire::UnknownValue;
 
 use super::load::{Merged, Sourced};
-use super::raw::{RawDominion, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch};
+use super::raw::{
+    RawDominion, RawDominionStore, RawEndpoint, RawLocalModel, RawModel, RawServer, RawWebSearch,
+};
 use super::{
     Config, ConfigError, ConfigErrorKind, DominionConfig, DominionKind, EndpointConfig,
     EndpointLimits, EndpointRefs, LocalLaunch, LocalSettings, ModelBackend, ModelConfig, ModelKind,
-    QueuePolicy, ServerLimits, Thinking, ToolDialect, WebSearchConfig,
+    QueuePolicy, ServerLimits, StoreConfig, StoreFailure, Thinking, ToolDialect, WebSearchConfig,
 };
 
 /// Default connect deadline for upstream requests.
@@ -60,6 +62,7 @@ pub(crate) fn build(merged: Merged) -> Result<Config, ConfigError> {
         mut local_models,
         dominions,
         web_search,
+        dominion_store_files: _,
     } = merged;
 
     // The allowlist filters the catalog before any other check.
@@ -263,6 +266,17 @@ fn dominion(d: &Sourced<RawDominion>) -> Result<DominionConfig, ConfigError> {
             return Err(invalid(file, key("vram_gb"), "must be a positive number"));
         }
     }
+    let on_store_failure = match raw.on_store_failure.as_deref() {
+        None | Some("local_share") => StoreFailure::LocalShare,
+        Some("fail_closed") => StoreFailure::FailClosed,
+        Some(other) => {
+            return Err(invalid(
+                file,
+                key("on_store_failure"),
+                format!("`{other}` is not \"local_share\" or \"fail_closed\""),
+            ));
+        }
+    };
     Ok(DominionConfig {
         id: raw.id.clone(),
         kind,
@@ -271,6 +285,7 @@ fn dominion(d: &Sourced<RawDominion>) -> Result<DominionConfig, ConfigError> {
         policy,
         fair_scheduling: raw.fair_scheduling.unwrap_or(true),
         vram_gb: raw.vram_gb,
+        on_store_failure,
     })
 }
 
@@ -1012,6 +1027,105 @@ fn web_search_config(w: &Sourced<RawWebSearch>) -> Result<WebSearchConfig, Confi
         default_freshness,
         default_safesearch,
         strip_tracking: raw.strip_tracking.unwrap_or(true),
+    })
+}
+
+/// The shortest and longest accepted `[dominion_store] lease_ttl`.
+const LEASE_TTL_RANGE: (Duration, Duration) =
+    (Duration::from_millis(500), Duration::from_secs(600));
+
+/// `[dominion_store]` of the boot file `file`.
+pub(super) fn dominion_store(
+    file: &Path,
+    raw: &RawDominionStore,
+) -> Result<StoreConfig, ConfigError> {
+    let key = |field: &str| format!("dominion_store.{field}");
+    let url = raw.url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(invalid(
+            file,
+            key("url"),
+            format!("`{url}` is not a redis://host:port or rediss://host:port address"),
+        ));
+    };
+    if !matches!(scheme, "redis" | "rediss") || rest.is_empty() {
+        return Err(invalid(
+            file,
+            key("url"),
+            format!("`{scheme}://` is not supported: use redis://host:port or rediss://host:port"),
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(invalid(
+            file,
+            key("url"),
+            "must not carry credentials: set dominion_store.password (from the env file) and dominion_store.username instead",
+        ));
+    }
+    if authority.is_empty() {
+        return Err(invalid(file, key("url"), "has no host"));
+    }
+    let key_prefix = raw
+        .key_prefix
+        .clone()
+        .unwrap_or_else(|| "promptforge".into());
+    if key_prefix.is_empty()
+        || key_prefix.len() > 64
+        || !key_prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+    {
+        return Err(invalid(
+            file,
+            key("key_prefix"),
+            "must be 1-64 characters of A-Z a-z 0-9 . _ - :",
+        ));
+    }
+    if let Some(password) = &raw.password
+        && password.is_blank()
+    {
+        return Err(invalid(file, key("password"), "must not be empty"));
+    }
+    let lease_ttl = duration(
+        file,
+        key("lease_ttl"),
+        raw.lease_ttl.as_deref(),
+        Duration::from_secs(5),
+    )?;
+    if !(LEASE_TTL_RANGE.0..=LEASE_TTL_RANGE.1).contains(&lease_ttl) {
+        return Err(invalid(
+            file,
+            key("lease_ttl"),
+            "must be between 500ms and 10m",
+        ));
+    }
+    let timeout = duration(
+        file,
+        key("timeout"),
+        raw.timeout.as_deref(),
+        Duration::from_millis(500),
+    )?;
+    if timeout >= lease_ttl {
+        return Err(invalid(
+            file,
+            key("timeout"),
+            "must be shorter than lease_ttl (a renewal must fit in a lease)",
+        ));
+    }
+    Ok(StoreConfig {
+        url: url.to_owned(),
+        username: raw.username.clone().filter(|u| !u.is_empty()),
+        password: raw.password.clone(),
+        key_prefix,
+        timeout,
+        connect_timeout: duration(
+            file,
+            key("connect_timeout"),
+            raw.connect_timeout.as_deref(),
+            Duration::from_secs(2),
+        )?,
+        lease_ttl,
     })
 }
 

@@ -293,6 +293,7 @@ impl Spans {
             Err(AdmissionError::Rejected { .. }) => "queue_rejected",
             Err(AdmissionError::Full { .. }) => "queue_full",
             Err(AdmissionError::Closed) => "queue_closed",
+            Err(AdmissionError::StoreUnavailable { .. }) => "store_unavailable",
         };
         self.with(|r| {
             let now = SystemTime::now();

@@ -21,6 +21,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 pub(crate) use endpoint::{ApiPath, Endpoint, Limits, PlainTarget};
 
+use crate::admission::shared::Shared;
 use crate::admission::{Admission, AdmissionLimits, Snapshot};
 use crate::config::{
     Config, DEFAULT_FAILOVER_COOLDOWN, DominionConfig, DominionKind, LocalLaunch, ModelBackend,
@@ -162,8 +163,14 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
-    /// The admission of `config` over `fleet`, sharing state with `previous`.
-    pub(crate) fn new(config: &Config, fleet: &Fleet, previous: Option<&Plan>) -> Self {
+    /// The admission of `config` over `fleet`, sharing state with `previous`; a new
+    /// remote dominion is shared through `shared` when the replica has `[dominion_store]`.
+    pub(crate) fn new(
+        config: &Config,
+        fleet: &Fleet,
+        previous: Option<&Plan>,
+        shared: Option<&Shared>,
+    ) -> Self {
         let mut staged = Self::default();
         for dominion in &config.dominions {
             let Some(limits) = AdmissionLimits::of(dominion) else {
@@ -172,7 +179,9 @@ impl Staged {
             let kept = previous
                 .and_then(|p| p.dominion_admission(&dominion.id))
                 .cloned();
-            let admission = kept.or_else(|| Admission::new(dominion));
+            let admission = kept
+                .or_else(|| shared.and_then(|shared| shared.admission(dominion)))
+                .or_else(|| Admission::new(dominion));
             if let Some(admission) = admission {
                 staged
                     .dominions
@@ -222,6 +231,7 @@ fn own_queue(model: &ModelConfig, launch: &LocalLaunch) -> DominionConfig {
         policy: QueuePolicy::Queue,
         fair_scheduling: true,
         vram_gb: None,
+        on_store_failure: crate::config::StoreFailure::default(),
     }
 }
 

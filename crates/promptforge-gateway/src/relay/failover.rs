@@ -212,7 +212,7 @@ pub(crate) async fn send<'a>(
             // Not the last route: a busy dominion passes the request on at once.
             let permit = match &route.admission {
                 None => None,
-                Some(admission) => match admission.try_acquire() {
+                Some(admission) => match admission.try_acquire().await {
                     Some(permit) => Some(permit),
                     None => {
                         relay.observer.failover(
@@ -463,6 +463,7 @@ mod tests {
             policy,
             fair_scheduling: true,
             vram_gb: None,
+            on_store_failure: crate::config::StoreFailure::default(),
         })
         .unwrap()
     }
@@ -573,7 +574,7 @@ mod tests {
     async fn a_full_dominion_passes_the_request_on_unless_it_is_the_last() {
         let f = Fixture::new();
         let pool = dominion(1, QueuePolicy::Reject);
-        let held = pool.try_acquire().unwrap();
+        let held = pool.try_acquire().await.unwrap();
         let routes = Routes {
             before: vec![route("a", Some(pool.clone()))].into_boxed_slice(),
             last: route("b", None),

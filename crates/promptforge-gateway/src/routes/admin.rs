@@ -11,11 +11,12 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, switch_failed};
 use super::{Ctx, RawBody, parse_body};
+use crate::admission::shared::Shared;
 use crate::config::{DominionKind, QueuePolicy, ToolDialect};
 use crate::plan::Plan;
 
 /// The active profile and its loaded set, as `/admin/status` answers it.
-pub(crate) fn describe(plan: &Plan) -> Value {
+pub(crate) fn describe(plan: &Plan, shared: Option<&Shared>) -> Value {
     let models: Vec<Value> = plan
         .models()
         .iter()
@@ -35,6 +36,8 @@ pub(crate) fn describe(plan: &Plan) -> Value {
         "web_search": plan.search().is_some(),
         "dominions": dominions(plan),
         "local_models": local_models(plan),
+        // `[dominion_store]`: the replica's link to the shared dominions; `null` without.
+        "dominion_store": shared.map(Shared::status),
     })
 }
 
@@ -53,6 +56,8 @@ fn dominions(plan: &Plan) -> Vec<Value> {
                 "in_flight": null,
                 "waiting": 0,
                 "waiting_by_client": {},
+                // Across every replica, for a dominion shared through `[dominion_store]`.
+                "global": dominion.admission.as_ref().and_then(crate::admission::Admission::global),
             });
             if let (Some(live), Some(map)) = (live, entry.as_object_mut()) {
                 map.insert("in_flight".into(), json!(live.in_flight));
@@ -90,7 +95,7 @@ fn local_models(plan: &Plan) -> Vec<Value> {
 
 /// The active profile and its loaded set.
 pub(super) async fn status(State(ctx): State<Arc<Ctx>>) -> Json<Value> {
-    Json(describe(&ctx.plans.load()))
+    Json(describe(&ctx.plans.load(), ctx.shared.as_deref()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,14 +111,14 @@ pub(super) async fn switch_profile(
 ) -> Result<Json<Value>, ApiError> {
     let request: SwitchRequest = parse_body(body)?;
     match ctx.control.switch_profile(&request.name).await {
-        Ok(plan) => Ok(Json(describe(&plan))),
+        Ok(plan) => Ok(Json(describe(&plan, ctx.shared.as_deref()))),
         Err(error) => Err(switch_failed(&error)),
     }
 }
 
 /// `GET /metrics`: the OpenMetrics exposition, live gauges read from the live plan.
 pub(super) async fn scrape(State(ctx): State<Arc<Ctx>>) -> Response {
-    let body = ctx.metrics.render(&ctx.plans.load());
+    let body = ctx.metrics.render(&ctx.plans.load(), ctx.shared.as_deref());
     (
         [(
             header::CONTENT_TYPE,

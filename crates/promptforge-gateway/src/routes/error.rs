@@ -71,6 +71,9 @@ pub(crate) enum ErrorCode {
     TooManyConnections,
     /// 503: shutdown's drain ended before the request did.
     ShuttingDown,
+    /// 503: a dominion shared through `[dominion_store]` with `on_store_failure =
+    /// "fail_closed"`, and the store cannot be reached.
+    DominionStoreUnavailable,
     /// 504: the upstream did not answer in time.
     UpstreamTimeout,
 }
@@ -102,6 +105,7 @@ impl ErrorCode {
         Self::LocalStartFailed,
         Self::TooManyConnections,
         Self::ShuttingDown,
+        Self::DominionStoreUnavailable,
         Self::UpstreamTimeout,
     ];
 
@@ -131,6 +135,7 @@ impl ErrorCode {
             Self::LocalStartFailed => "local_start_failed",
             Self::TooManyConnections => "too_many_connections",
             Self::ShuttingDown => "shutting_down",
+            Self::DominionStoreUnavailable => "dominion_store_unavailable",
             Self::UpstreamTimeout => "upstream_timeout",
         }
     }
@@ -157,7 +162,8 @@ impl ErrorCode {
             Self::QueueFull
             | Self::LocalStartFailed
             | Self::TooManyConnections
-            | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::ShuttingDown
+            | Self::DominionStoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -187,7 +193,9 @@ impl ErrorCode {
             | Self::UpstreamProtocol
             | Self::UpstreamStatus
             | Self::UpstreamTimeout => ErrorType::Upstream,
-            Self::LocalStartFailed | Self::ShuttingDown => ErrorType::Server,
+            Self::LocalStartFailed | Self::ShuttingDown | Self::DominionStoreUnavailable => {
+                ErrorType::Server
+            }
         }
     }
 }
@@ -304,6 +312,7 @@ impl From<AdmissionError> for ApiError {
         let code = match &error {
             AdmissionError::Rejected { .. } => ErrorCode::QueueRejected,
             AdmissionError::Full { .. } | AdmissionError::Closed => ErrorCode::QueueFull,
+            AdmissionError::StoreUnavailable { .. } => ErrorCode::DominionStoreUnavailable,
         };
         Self::new(code, error.to_string())
     }

@@ -92,6 +92,9 @@ pub(crate) struct Ctx {
     pub control: Arc<dyn Control>,
     /// Request spans over OTLP (`None`: export is off, and nothing is recorded).
     pub tracing: Option<Arc<Tracing>>,
+    /// The dominion store, with `[dominion_store]` (its state for `/admin/status` and
+    /// `/metrics`).
+    pub shared: Option<Arc<crate::admission::shared::Shared>>,
 }
 
 impl Ctx {

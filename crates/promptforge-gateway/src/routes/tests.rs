@@ -233,7 +233,7 @@ async fn the_direct_chat_route_answers_as_the_router_does() {
     // The metrics count both ways alike, under the route pattern: three successes each
     // way (plain, padded bearer, general path).
     let ctx = service.ctx();
-    let exposition = ctx.metrics.render(&ctx.plans.load());
+    let exposition = ctx.metrics.render(&ctx.plans.load(), ctx.shared.as_deref());
     assert_eq!(requests_counter(&exposition, 200, "chat-a", "live"), 2 * 3);
     assert_eq!(requests_counter(&exposition, 401, "", ""), 2 * 4);
     assert_eq!(requests_counter(&exposition, 413, "", ""), 2 * 2);

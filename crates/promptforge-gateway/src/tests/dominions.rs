@@ -25,7 +25,7 @@ async fn gateway_with(upstream: &Upstream, dominion: &str) -> (Gateway, ConfigDi
     (gw, dir)
 }
 
-async fn pool(gw: &Gateway) -> Value {
+pub(super) async fn pool(gw: &Gateway) -> Value {
     let (_, status) = gw.get("/admin/status").await;
     status["dominions"]
         .as_array()
@@ -49,11 +49,11 @@ async fn wait_for(gw: &Gateway, in_flight: u64, waiting: u64) {
     );
 }
 
-fn chat(user: &str) -> Value {
+pub(super) fn chat(user: &str) -> Value {
     json!({"model": "fast-draft", "messages": [{"role": "user", "content": "x"}], "user": user})
 }
 
-async fn send(gw: &Gateway, client: Option<&str>, body: &Value) -> u16 {
+pub(super) async fn send(gw: &Gateway, client: Option<&str>, body: &Value) -> u16 {
     let mut req = gw
         .client
         .post(format!("{}/v1/chat/completions", gw.url))

@@ -36,9 +36,19 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// This thread's capture buffer: every gateway a test boots logs into the same one.
+    static LOG_BUFFER: std::cell::RefCell<Option<Arc<Mutex<Vec<u8>>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Captures this thread's log lines (level info and up, no colour) into the returned
-/// buffer, for as long as the thread lives.
+/// buffer, for as long as the thread lives; a second gateway on the same thread (a test
+/// of several replicas) shares the first one's buffer.
 fn capture_logs() -> Arc<Mutex<Vec<u8>>> {
+    if let Some(buffer) = LOG_BUFFER.with_borrow(Clone::clone) {
+        return buffer;
+    }
     #[derive(Clone)]
     struct Sink(Arc<Mutex<Vec<u8>>>);
     impl std::io::Write for Sink {
@@ -59,6 +69,7 @@ fn capture_logs() -> Arc<Mutex<Vec<u8>>> {
         .finish();
     let guard = tracing::subscriber::set_default(subscriber);
     LOG_GUARD.with_borrow_mut(|slot| *slot = Some(guard));
+    LOG_BUFFER.with_borrow_mut(|slot| *slot = Some(buffer.clone()));
     buffer
 }
 

@@ -74,6 +74,24 @@ struct UpstreamInner {
     /// Bumped with `streams_dropped` and `recorded`: waiters see every change.
     changed: watch::Sender<()>,
     gate: tokio::sync::Semaphore,
+    /// Requests being handled right now, and the most at once since the start.
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// Counts a request in flight while it lives.
+struct InFlight(Arc<UpstreamInner>);
+impl InFlight {
+    fn enter(inner: &Arc<UpstreamInner>) -> Self {
+        let now = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        inner.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(inner.clone())
+    }
+}
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The scripted upstream on 127.0.0.1:0.
@@ -92,6 +110,8 @@ impl Upstream {
             streams_dropped: AtomicUsize::new(0),
             changed: watch::channel(()).0,
             gate: tokio::sync::Semaphore::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -153,6 +173,18 @@ impl Upstream {
             .is_ok()
     }
 
+    /// The most requests the upstream was handling at one instant (a request counts from
+    /// its arrival until its reply is handed back; a stream's body is not counted).
+    pub fn max_in_flight(&self) -> usize {
+        self.inner.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Starts counting [`Upstream::max_in_flight`] afresh from what is in flight now.
+    pub fn reset_max_in_flight(&self) {
+        let now = self.inner.in_flight.load(Ordering::SeqCst);
+        self.inner.max_in_flight.store(now, Ordering::SeqCst);
+    }
+
     /// Lets `n` gated replies through.
     pub fn open_gate(&self, n: usize) {
         self.inner.gate.add_permits(n);
@@ -203,6 +235,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let _in_flight = InFlight::enter(&inner);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let model = body
         .get("model")

@@ -12,5 +12,6 @@ mod harness;
 mod local;
 mod logs;
 mod openai_sdk;
+mod shared;
 mod shipped;
 mod signals;

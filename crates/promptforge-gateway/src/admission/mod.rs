@@ -9,9 +9,10 @@
 //! moves on to the next waiter.
 //!
 //! The seam: [`Admission`] is what routing holds, a handle over any [`Admit`]
-//! implementation. [`Pool`] is the in-process one (this process's slots and queues); a
-//! mode sharing dominions between gateway processes implements [`Admit`] over its shared
-//! store, and nothing above this module changes.
+//! implementation. [`Pool`] is the in-process one (this process's slots and queues, the
+//! default); [`shared`] shares a dominion between gateway replicas through Redis
+//! (`[dominion_store]`, leases with a TTL, a global queue), over the client in [`store`].
+//! Nothing above this module knows which one a dominion has.
 //!
 //! A profile switch never changes a live pool while the new profile is being prepared:
 //! its limits are computed first ([`AdmissionLimits::of`]) and applied
@@ -25,7 +26,10 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::config::{DominionConfig, QueuePolicy};
+use crate::config::{DominionConfig, QueuePolicy, StoreFailure};
+
+pub(crate) mod shared;
+pub(crate) mod store;
 
 /// The label of requests without a (valid) `X-PromptForge-Client` header, and of labels
 /// beyond [`MAX_TRACKED_LABELS`].
@@ -56,6 +60,15 @@ pub(crate) enum AdmissionError {
     /// lives).
     #[error("admission queue closed")]
     Closed,
+    /// The dominion is shared through `[dominion_store]`, the store cannot be reached and
+    /// the dominion's `on_store_failure` is `"fail_closed"`.
+    #[error(
+        "dominion {dominion} is shared through the dominion store, which cannot be reached (on_store_failure = \"fail_closed\"); retry after a back-off"
+    )]
+    StoreUnavailable {
+        /// The dominion's id.
+        dominion: String,
+    },
 }
 
 /// Normalises an `X-PromptForge-Client` value: 1-64 characters of `A-Z a-z 0-9 . _ -`,
@@ -82,6 +95,17 @@ pub(crate) struct AdmissionLimits {
     max_queue: usize,
     policy: QueuePolicy,
     fair: bool,
+    failure: StoreFailure,
+}
+
+impl AdmissionLimits {
+    /// The same limits with `max_concurrency` replaced (a replica's local share).
+    pub(crate) fn with_concurrency(self, max_concurrency: u32) -> Self {
+        Self {
+            max_concurrency,
+            ..self
+        }
+    }
 }
 
 impl AdmissionLimits {
@@ -93,6 +117,7 @@ impl AdmissionLimits {
             max_queue: usize::try_from(config.max_queue).unwrap_or(usize::MAX),
             policy: config.policy,
             fair: config.fair_scheduling,
+            failure: config.on_store_failure,
         })
     }
 }
@@ -112,22 +137,46 @@ pub(crate) struct Snapshot {
     pub max_queue: usize,
 }
 
+/// The view of a dominion across every replica sharing it (`[dominion_store]`), as of the
+/// replica's last round trip to the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct GlobalView {
+    /// Slots held by all replicas (live leases).
+    pub in_flight: u32,
+    /// Requests waiting in the shared queue, all replicas.
+    pub waiting: u32,
+    /// `"shared"`, or `"degraded"` while the store cannot be reached.
+    pub mode: &'static str,
+    /// Live replicas (heartbeats within the lease TTL), last known.
+    pub replicas: u32,
+}
+
+/// Which slot an [`Admit`] implementation handed out: the token [`Admit::give_back`] gets
+/// back (the in-process pool ignores it; the shared one keys its leases by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Slot(pub(crate) u64);
+
 /// What routing asks of a dominion's admission (see the module documentation).
 pub(crate) trait Admit: Send + Sync + fmt::Debug {
     /// The dominion's id.
     fn id(&self) -> &str;
     /// Takes a slot only when one is free right now and nobody waits.
-    fn try_take(&self) -> bool;
+    fn try_take(&self) -> BoxFuture<'_, Option<Slot>>;
     /// Takes a slot for a request from `label`, waiting in the queue when the policy says
     /// so. Cancel-safe: dropping the future leaves no trace (a slot already handed to it
     /// moves on to the next waiter).
-    fn take<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<(), AdmissionError>>;
-    /// Frees a slot taken by [`Admit::try_take`] or [`Admit::take`].
-    fn give_back(&self);
-    /// In flight and waiting right now.
+    fn take<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<Slot, AdmissionError>>;
+    /// Frees a slot taken by [`Admit::try_take`] or [`Admit::take`]. Never blocks (a
+    /// shared store's release goes out on a task of its own).
+    fn give_back(&self, slot: Slot);
+    /// This replica's in flight and waiting right now.
     fn load(&self) -> (u32, usize);
-    /// The queue state.
+    /// This replica's queue state.
     fn snapshot(&self) -> Snapshot;
+    /// The view across replicas, for a dominion shared through a store.
+    fn global(&self) -> Option<GlobalView> {
+        None
+    }
     /// New limits (the commit of a profile switch), keeping in-flight and waiting
     /// requests; a raised limit admits waiters at once.
     fn apply(&self, limits: AdmissionLimits);
@@ -143,11 +192,12 @@ pub(crate) struct Admission {
 #[derive(Debug)]
 pub(crate) struct Permit {
     admit: Arc<dyn Admit>,
+    slot: Slot,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.admit.give_back();
+        self.admit.give_back(self.slot);
     }
 }
 
@@ -161,6 +211,11 @@ impl Admission {
         })
     }
 
+    /// A handle over another [`Admit`] implementation (a shared dominion).
+    pub(crate) fn over(admit: Arc<dyn Admit>) -> Self {
+        Self { admit }
+    }
+
     /// The dominion's id.
     pub(crate) fn id(&self) -> &str {
         self.admit.id()
@@ -168,17 +223,20 @@ impl Admission {
 
     /// A slot when one is free right now and nobody waits (never queues, never errors):
     /// failover uses it to pass over a busy endpoint that is not the last one.
-    pub(crate) fn try_acquire(&self) -> Option<Permit> {
-        self.admit.try_take().then(|| Permit {
+    pub(crate) async fn try_acquire(&self) -> Option<Permit> {
+        let slot = self.admit.try_take().await?;
+        Some(Permit {
             admit: self.admit.clone(),
+            slot,
         })
     }
 
     /// A slot for a request from `label`, waiting as the policy says. Cancel-safe.
     pub(crate) async fn acquire(&self, label: &str) -> Result<Permit, AdmissionError> {
-        self.admit.take(label).await?;
+        let slot = self.admit.take(label).await?;
         Ok(Permit {
             admit: self.admit.clone(),
+            slot,
         })
     }
 
@@ -190,6 +248,11 @@ impl Admission {
     /// The queue state, for `/admin/status`.
     pub(crate) fn snapshot(&self) -> Snapshot {
         self.admit.snapshot()
+    }
+
+    /// The view across replicas, for a dominion shared through `[dominion_store]`.
+    pub(crate) fn global(&self) -> Option<GlobalView> {
+        self.admit.global()
     }
 
     /// Applies new limits (the commit of a profile switch).
@@ -288,8 +351,14 @@ impl Pool {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Counts one more slot in flight without asking the limit: a slot granted elsewhere
+    /// (by a shared store that went away) that this pool now accounts for.
+    pub(crate) fn occupy(&self) {
+        self.lock().queues.in_flight += 1;
+    }
+
     /// Takes a slot, waiting in the queue when the policy says so ([`Admit::take`]).
-    async fn wait_for_slot(&self, label: &str) -> Result<(), AdmissionError> {
+    pub(crate) async fn wait_for_slot(&self, label: &str) -> Result<(), AdmissionError> {
         let (rx, id, label) = {
             let mut inner = self.lock();
             let Inner { limits, queues } = &mut *inner;
@@ -350,7 +419,7 @@ impl Pool {
     }
 
     /// Frees one slot: hands it to the next waiter round-robin, or returns it to the pool.
-    fn release(&self) {
+    pub(crate) fn release(&self) {
         let mut inner = self.lock();
         let q = &mut inner.queues;
         loop {
@@ -376,12 +445,9 @@ impl Pool {
     }
 }
 
-impl Admit for Pool {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn try_take(&self) -> bool {
+impl Pool {
+    /// Takes a slot only when one is free right now and nobody waits.
+    pub(crate) fn take_now(&self) -> bool {
         let mut inner = self.lock();
         let Inner { limits, queues } = &mut *inner;
         if queues.in_flight < limits.max_concurrency && queues.waiting == 0 {
@@ -390,12 +456,25 @@ impl Admit for Pool {
         }
         false
     }
+}
 
-    fn take<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<(), AdmissionError>> {
-        Box::pin(self.wait_for_slot(label))
+impl Admit for Pool {
+    fn id(&self) -> &str {
+        &self.id
     }
 
-    fn give_back(&self) {
+    fn try_take(&self) -> BoxFuture<'_, Option<Slot>> {
+        Box::pin(std::future::ready(self.take_now().then_some(Slot(0))))
+    }
+
+    fn take<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<Slot, AdmissionError>> {
+        Box::pin(async move {
+            self.wait_for_slot(label).await?;
+            Ok(Slot(0))
+        })
+    }
+
+    fn give_back(&self, _slot: Slot) {
         self.release();
     }
 
@@ -448,6 +527,7 @@ mod tests {
             policy,
             fair_scheduling: true,
             vram_gb: None,
+            on_store_failure: crate::config::StoreFailure::default(),
         })
         .unwrap()
     }
