@@ -54,6 +54,15 @@ pub(super) fn chat(user: &str) -> Value {
 }
 
 pub(super) async fn send(gw: &Gateway, client: Option<&str>, body: &Value) -> u16 {
+    send_status_and_code(gw, client, body).await.0
+}
+
+/// Sends `body` as client `client`; the status and the error code (empty without one).
+pub(super) async fn send_status_and_code(
+    gw: &Gateway,
+    client: Option<&str>,
+    body: &Value,
+) -> (u16, String) {
     let mut req = gw
         .client
         .post(format!("{}/v1/chat/completions", gw.url))
@@ -64,8 +73,12 @@ pub(super) async fn send(gw: &Gateway, client: Option<&str>, body: &Value) -> u1
     }
     let res = req.send().await.unwrap();
     let status = res.status().as_u16();
-    let _ = res.bytes().await;
-    status
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (status, code)
 }
 
 #[tokio::test]

@@ -345,21 +345,46 @@ async fn local_share_serves_through_an_outage_and_shares_again_after_it() {
 #[tokio::test]
 async fn fail_closed_answers_503_during_an_outage_and_recovers_by_itself() {
     let mut redis = Redis::start().await;
-    let upstream = Upstream::start().await;
+    let upstream = upstream_with(gated).await;
     let boot = shared_boot(
         &upstream,
         &redis,
         "closed",
-        "max_concurrency = 2\non_store_failure = \"fail_closed\"\n",
+        "max_concurrency = 1\non_store_failure = \"fail_closed\"\n",
     );
     let gws = replicas(1, &boot).await;
     let gw = gws[0].0.clone();
-    assert_eq!(send(&gw, "c", "before").await, 200);
+    // Under load: one request holds the slot, one waits in the shared queue.
+    let holder = {
+        let gw = gw.clone();
+        tokio::spawn(async move { send(&gw, "c", "holder").await })
+    };
+    assert!(upstream.until(|u| u.recorded().len() == 1).await);
+    let waiter = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            dominions::send_status_and_code(&gw, Some("c"), &chat("waiter")).await
+        })
+    };
+    wait_waiting(&gw, 1).await;
     redis.stop();
+    // The waiter leaves with the clear code once the replica sees the store gone (its
+    // next heartbeat), a new request at once; the holder is not cut.
+    let (status, code) = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter does not hang")
+        .unwrap();
+    assert_eq!((status, code.as_str()), (503, "dominion_store_unavailable"));
     let (status, body) = gw.post("/v1/chat/completions", &chat("during")).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "dominion_store_unavailable");
     assert_eq!(store_mode(&gw).await, "degraded");
+    upstream.open_gate(2);
+    assert_eq!(
+        holder.await.unwrap(),
+        200,
+        "a request holding its slot finishes"
+    );
     redis.start_again().await;
     assert!(eventually_async(|| async { store_mode(&gw).await == "shared" }).await);
     assert_eq!(send(&gw, "c", "after").await, 200);
