@@ -14,6 +14,22 @@ fn assert_envelope(body: &Value, kind: &str, code: &str) {
     assert!(body["error"]["message"].is_string(), "{body}");
 }
 
+/// POSTs `body` to `path` and checks the answer is `status` with an error envelope of
+/// `kind` and `code`; the envelope.
+async fn expect_error(
+    gw: &Gateway,
+    path: &str,
+    body: &Value,
+    status: u16,
+    kind: &str,
+    code: &str,
+) -> Value {
+    let (got, answer) = gw.post(path, body).await;
+    assert_eq!(got, status, "{answer}");
+    assert_envelope(&answer, kind, code);
+    answer
+}
+
 #[tokio::test]
 async fn health_is_open_and_everything_else_needs_the_bearer() {
     let upstream = Upstream::start().await;
@@ -190,23 +206,25 @@ async fn chat_validation() {
 async fn unknown_models_and_wrong_kinds() {
     let upstream = Upstream::start().await;
     let (gw, _dir) = Gateway::standard(&upstream).await;
-    let (status, body) = gw
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "Reasoning-Large", "messages": user("x")}),
-        )
-        .await;
-    assert_eq!(status, 404);
-    assert_envelope(&body, "invalid_request_error", "model_not_found");
+    let body = expect_error(
+        &gw,
+        "/v1/chat/completions",
+        &json!({"model": "Reasoning-Large", "messages": user("x")}),
+        404,
+        "invalid_request_error",
+        "model_not_found",
+    )
+    .await;
     assert_eq!(body["error"]["message"], "unknown model Reasoning-Large");
-    let (status, body) = gw
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "embed-large", "messages": user("x")}),
-        )
-        .await;
-    assert_eq!(status, 400);
-    assert_envelope(&body, "invalid_request_error", "kind_mismatch");
+    expect_error(
+        &gw,
+        "/v1/chat/completions",
+        &json!({"model": "embed-large", "messages": user("x")}),
+        400,
+        "invalid_request_error",
+        "kind_mismatch",
+    )
+    .await;
     for model in ["reasoning-large", "rerank-large"] {
         let (status, body) = gw
             .post("/v1/embeddings", &json!({"model": model, "input": "x"}))
@@ -355,22 +373,24 @@ async fn upstream_without_the_capability_is_model_unavailable() {
     );
     upstream.script("up-rerank", Reply::Raw(501, "not implemented".into()));
     let (gw, _dir) = Gateway::standard(&upstream).await;
-    let (status, body) = gw
-        .post(
-            "/v1/embeddings",
-            &json!({"model": "embed-large", "input": "x"}),
-        )
-        .await;
-    assert_eq!(status, 400);
-    assert_envelope(&body, "invalid_request_error", "model_unavailable");
-    let (status, body) = gw
-        .post(
-            "/v1/rerank",
-            &json!({"model": "rerank-large", "query": "q", "documents": ["a"]}),
-        )
-        .await;
-    assert_eq!(status, 400);
-    assert_envelope(&body, "invalid_request_error", "model_unavailable");
+    expect_error(
+        &gw,
+        "/v1/embeddings",
+        &json!({"model": "embed-large", "input": "x"}),
+        400,
+        "invalid_request_error",
+        "model_unavailable",
+    )
+    .await;
+    expect_error(
+        &gw,
+        "/v1/rerank",
+        &json!({"model": "rerank-large", "query": "q", "documents": ["a"]}),
+        400,
+        "invalid_request_error",
+        "model_unavailable",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -387,47 +407,48 @@ async fn upstream_failures_map_to_envelopes() {
     );
     upstream.script("up-embed", Reply::Json(200, json!({"object": "list"})));
     let (gw, _dir) = Gateway::standard(&upstream).await;
-    let (status, body) = gw
-        .post(
+    let chat = |model: &str| {
+        (
             "/v1/chat/completions",
-            &json!({"model": "unreachable", "messages": user("x")}),
+            json!({"model": model, "messages": user("x")}),
         )
-        .await;
-    assert_eq!(status, 502);
-    assert_envelope(&body, "upstream_error", "upstream_transport");
-    let (status, body) = gw
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "reasoning-large", "messages": user("x")}),
-        )
-        .await;
-    assert_eq!(status, 502);
-    assert_envelope(&body, "upstream_error", "upstream_protocol");
-    let (status, body) = gw
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "fast-draft", "messages": user("x")}),
-        )
-        .await;
-    assert_eq!(status, 502);
-    assert_envelope(&body, "upstream_error", "upstream_status");
-    assert!(body["error"]["message"].as_str().unwrap().contains("boom"));
-    let (status, body) = gw
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "gemma-remote", "messages": user("x")}),
-        )
-        .await;
-    assert_eq!(status, 400);
-    assert_envelope(&body, "invalid_request_error", "upstream_rejected");
-    let (status, body) = gw
-        .post(
-            "/v1/embeddings",
-            &json!({"model": "embed-large", "input": "x"}),
-        )
-        .await;
-    assert_eq!(status, 502);
-    assert_envelope(&body, "upstream_error", "upstream_protocol");
+    };
+    let cases = [
+        (
+            chat("unreachable"),
+            502,
+            "upstream_error",
+            "upstream_transport",
+        ),
+        (
+            chat("reasoning-large"),
+            502,
+            "upstream_error",
+            "upstream_protocol",
+        ),
+        (chat("fast-draft"), 502, "upstream_error", "upstream_status"),
+        (
+            chat("gemma-remote"),
+            400,
+            "invalid_request_error",
+            "upstream_rejected",
+        ),
+        (
+            (
+                "/v1/embeddings",
+                json!({"model": "embed-large", "input": "x"}),
+            ),
+            502,
+            "upstream_error",
+            "upstream_protocol",
+        ),
+    ];
+    for ((path, request), status, kind, code) in cases {
+        let body = expect_error(&gw, path, &request, status, kind, code).await;
+        if code == "upstream_status" {
+            assert!(body["error"]["message"].as_str().unwrap().contains("boom"));
+        }
+    }
     let (status, body) = gw.get("/v1/nothing-here").await;
     assert_eq!(status, 404);
     assert_envelope(&body, "invalid_request_error", "not_found");
@@ -464,14 +485,15 @@ async fn upstream_timeout_applies_to_buffered_requests() {
     );
     dir.write("profiles/main.toml", MAIN_PROFILE);
     let gw = Gateway::start(&dir.boot(), "main", &base_env()).await;
-    let (status, body) = gw
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "fast-draft", "messages": user("x")}),
-        )
-        .await;
-    assert_eq!(status, 504);
-    assert_envelope(&body, "upstream_error", "upstream_timeout");
+    expect_error(
+        &gw,
+        "/v1/chat/completions",
+        &json!({"model": "fast-draft", "messages": user("x")}),
+        504,
+        "upstream_error",
+        "upstream_timeout",
+    )
+    .await;
 }
 
 fn weather_tools() -> Value {

@@ -41,6 +41,12 @@ async fn send(gw: &Gateway, client: &str, user: &str) -> u16 {
     dominions::send(gw, Some(client), &chat(user)).await
 }
 
+/// [`send`] on a task of its own.
+fn spawn_send(gw: &Arc<Gateway>, client: &str, user: &str) -> tokio::task::JoinHandle<u16> {
+    let (gw, client, user) = (gw.clone(), client.to_owned(), user.to_owned());
+    tokio::spawn(async move { send(&gw, &client, &user).await })
+}
+
 /// A scripted upstream whose `up-fast` answers `reply` around an OK completion.
 async fn upstream_with(reply: impl FnOnce(Reply) -> Reply) -> Upstream {
     let upstream = Upstream::start().await;
@@ -124,19 +130,15 @@ async fn fairness_across_client_labels_holds_across_replicas() {
     let gws = replicas(2, &boot).await;
     let (a, b) = (gws[0].0.clone(), gws[1].0.clone());
     let mut tasks = Vec::new();
-    let spawn = |gw: &Arc<Gateway>, client: &'static str, user: String| {
-        let gw = gw.clone();
-        tokio::spawn(async move { send(&gw, client, &user).await })
-    };
-    tasks.push(spawn(&a, "heavy", "holder".into()));
+    tasks.push(spawn_send(&a, "heavy", "holder"));
     assert!(upstream.until(|u| u.recorded().len() == 1).await);
     // Six waiters of one label on replica A, then two of another on replica B.
     for i in 0..6 {
-        tasks.push(spawn(&a, "heavy", format!("heavy{i}")));
+        tasks.push(spawn_send(&a, "heavy", &format!("heavy{i}")));
         wait_waiting(&a, i + 1).await;
     }
     for i in 0..2 {
-        tasks.push(spawn(&b, "light", format!("light{i}")));
+        tasks.push(spawn_send(&b, "light", &format!("light{i}")));
         wait_waiting(&b, i + 1).await;
     }
     upstream.open_gate(9);
@@ -172,16 +174,10 @@ async fn a_waiter_whose_client_goes_away_leaves_the_global_queue_at_once() {
     .replace("lease_ttl = \"2s\"", "lease_ttl = \"60s\"");
     let gws = replicas(2, &boot).await;
     let (a, b) = (gws[0].0.clone(), gws[1].0.clone());
-    let holder = {
-        let a = a.clone();
-        tokio::spawn(async move { send(&a, "x", "holder").await })
-    };
+    let holder = spawn_send(&a, "x", "holder");
     assert!(upstream.until(|u| u.recorded().len() == 1).await);
     // A waiter on B whose client gives up.
-    let gone = {
-        let b = b.clone();
-        tokio::spawn(async move { send(&b, "x", "gone").await })
-    };
+    let gone = spawn_send(&b, "x", "gone");
     wait_waiting(&b, 1).await;
     let queue_len = || async { redis.command(&["ZCARD", "leave:{pool}:waiting"]).await };
     assert_eq!(queue_len().await.as_deref(), Some(":1"));
@@ -194,10 +190,7 @@ async fn a_waiter_whose_client_goes_away_leaves_the_global_queue_at_once() {
     );
     // The global queue (max_queue = 1) has room again: a new waiter on A is accepted,
     // not answered queue_full, and is served once the holder ends.
-    let next = {
-        let a = a.clone();
-        tokio::spawn(async move { send(&a, "x", "next").await })
-    };
+    let next = spawn_send(&a, "x", "next");
     wait_waiting(&a, 1).await;
     upstream.open_gate(2);
     assert_eq!(holder.await.unwrap(), 200);
@@ -355,10 +348,7 @@ async fn fail_closed_answers_503_during_an_outage_and_recovers_by_itself() {
     let gws = replicas(1, &boot).await;
     let gw = gws[0].0.clone();
     // Under load: one request holds the slot, one waits in the shared queue.
-    let holder = {
-        let gw = gw.clone();
-        tokio::spawn(async move { send(&gw, "c", "holder").await })
-    };
+    let holder = spawn_send(&gw, "c", "holder");
     assert!(upstream.until(|u| u.recorded().len() == 1).await);
     let waiter = {
         let gw = gw.clone();
@@ -530,15 +520,9 @@ async fn a_profile_switch_keeps_a_shared_dominions_state_and_applies_its_new_lim
         "profiles/wide.toml",
         "include = [\"../gateway.toml\"]\n[[dominion]]\nid = \"pool\"\nkind = \"remote\"\nmax_concurrency = 2\n",
     );
-    let holder = {
-        let gw = gw.clone();
-        tokio::spawn(async move { send(&gw, "c", "holder").await })
-    };
+    let holder = spawn_send(&gw, "c", "holder");
     assert!(upstream.until(|u| u.recorded().len() == 1).await);
-    let waiter = {
-        let gw = gw.clone();
-        tokio::spawn(async move { send(&gw, "c", "waiter").await })
-    };
+    let waiter = spawn_send(&gw, "c", "waiter");
     wait_waiting(&gw, 1).await;
     // A dominion the new profile still defines keeps its live state; its raised limit
     // admits the waiter at once (before the holder ends).
