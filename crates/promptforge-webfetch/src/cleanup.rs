@@ -31,6 +31,9 @@
 //!    line set as a heading) is the page's own layout and stays, unless it is a
 //!    related-content label.
 //!
+//! Before the rules, [`prose_container`] may widen readability's pick to the common
+//! container of an article's sections (see the crate README, "Candidate selection").
+//!
 //! No rule keys on one site: the words in [`HINT_WORDS`] and the phrase lists name kinds of
 //! furniture, and every threshold is a property of the text (word counts, link density,
 //! position, repetition). Every rule has a synthetic-page test in `tests/cleanup_rules.rs`.
@@ -360,6 +363,8 @@ struct Entry<'a> {
     own_chars: usize,
     /// Whether the element is a `<table>` or inside one.
     in_table: bool,
+    /// The census index of the parent element (`None` for the root's children).
+    parent: Option<usize>,
 }
 
 /// Every element under the article root with its subtree's statistics, computed in one
@@ -373,7 +378,6 @@ struct Census<'a> {
 impl<'a> Census<'a> {
     fn new(root: &NodeRef<'a>) -> Self {
         let mut entries: Vec<Entry<'a>> = Vec::new();
-        let mut parents: Vec<Option<usize>> = Vec::new();
         // (node, parent entry, inside a link, inside a table)
         let mut stack: Vec<(NodeRef<'a>, Option<usize>, bool, bool)> = root
             .children_it(true)
@@ -428,8 +432,8 @@ impl<'a> Census<'a> {
                 body_inside: false,
                 own_chars: 0,
                 in_table,
+                parent,
             });
-            parents.push(parent);
             for child in children {
                 stack.push((child, Some(index), in_link || is_link, in_table));
             }
@@ -443,7 +447,7 @@ impl<'a> Census<'a> {
                 entry.leaf && heading_level_of(&entry.name).is_none() && entry.stats.is_body();
             let (stats, end, body) = (entry.stats, entry.end, entry.body_inside);
             let block_below = block || entry.block_inside;
-            if let Some(p) = parents[i] {
+            if let Some(p) = entry.parent {
                 let parent = &mut entries[p];
                 parent.stats.add(&stats);
                 parent.end = parent.end.max(end);
@@ -1366,6 +1370,121 @@ pub(crate) fn drop_orphan_headings<'a>(
         }
     }
     doomed
+}
+
+// ------------------------------------------------------------------ candidate widening
+
+/// Readability's article is kept as it is when it holds at least this share of the page's
+/// prose (the characters of its body paragraphs).
+const ARTICLE_MIN_PROSE_SHARE: f64 = 0.5;
+
+/// When it holds less, the article becomes the smallest element holding at least this
+/// share of the page's prose.
+const CONTAINER_PROSE_SHARE: f64 = 0.8;
+
+/// ... when at least this share of the prose that element adds sits in blocks shaped like
+/// the article's own (the same tag and `class`): more sections of the same article.
+const SHAPED_PROSE_SHARE: f64 = 0.4;
+
+/// The element to render instead of readability's `article` element, or `None` to keep it.
+///
+/// Readability scores paragraphs and their near ancestors, picks the best-scoring element
+/// and joins the siblings that score well beside it. On a page whose article is split into
+/// sections, each its own container several levels down, that is one section: the others
+/// are too far up to share its score and are not its siblings. Measured on the page
+/// readability leaves (`scope`, its `<body>`, after its removal of unlikely candidates),
+/// in characters of body paragraphs ("prose"): when the article holds under
+/// [`ARTICLE_MIN_PROSE_SHARE`] of the page's prose, the smallest element holding
+/// [`CONTAINER_PROSE_SHARE`] of it is rendered instead, provided it contains the article
+/// and at least [`SHAPED_PROSE_SHARE`] of the prose it adds sits in elements with the same
+/// tag and `class` as the article's blocks or the article's ancestors below it (sibling
+/// sections of one template). Prose in blocks of another shape (teaser cards, a
+/// newsletter box, testimonials) never widens the article.
+pub(crate) fn prose_container<'a>(
+    scope: &NodeRef<'a>,
+    article: &NodeRef<'a>,
+) -> Option<NodeRef<'a>> {
+    let census = Census::new(scope);
+    let entries = &census.entries;
+    // prefix sums of body-paragraph characters in document order: a subtree's prose is
+    // one subtraction
+    let mut prose_at = vec![0usize; entries.len() + 1];
+    let mut i = 0;
+    while i < entries.len() {
+        let e = &entries[i];
+        if e.leaf {
+            if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+                prose_at[i + 1] = e.stats.chars;
+            }
+            i = e.end;
+        } else {
+            i += 1;
+        }
+    }
+    for i in 0..entries.len() {
+        prose_at[i + 1] += prose_at[i];
+    }
+    let prose = |i: usize| prose_at[entries[i].end] - prose_at[i];
+    let total = prose_at[entries.len()];
+    let at = entries.iter().position(|e| e.node.id == article.id)?;
+    if total == 0 || prose(at) as f64 >= ARTICLE_MIN_PROSE_SHARE * total as f64 {
+        return None;
+    }
+    let need = CONTAINER_PROSE_SHARE * total as f64;
+    // the elements holding more than half the prose form one chain; the deepest is last
+    let ci = (0..entries.len())
+        .rev()
+        .find(|&i| prose(i) as f64 >= need)?;
+    let inside = |outer: usize, i: usize| outer <= i && i < entries[outer].end;
+    if !inside(ci, at) || ci == at {
+        return None;
+    }
+    // the shapes (tag and class) of the article's blocks and of its ancestors below the
+    // container
+    let shape = |i: usize| {
+        let class = entries[i].node.attr("class");
+        let words = class.map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "));
+        words
+            .filter(|w| !w.is_empty())
+            .map(|w| (entries[i].name.clone(), w))
+    };
+    let mut shapes: HashSet<(String, String)> = HashSet::new();
+    let mut up = entries[at].parent;
+    while let Some(p) = up.filter(|&p| p != ci) {
+        shapes.extend(shape(p));
+        up = entries[p].parent;
+    }
+    let mut child = at + 1;
+    while child < entries[at].end {
+        shapes.extend(shape(child));
+        child = entries[child].end;
+    }
+    let (mut extra, mut shaped) = (0usize, 0usize);
+    let mut i = ci + 1;
+    while i < entries[ci].end {
+        if i == at {
+            i = entries[at].end;
+            continue;
+        }
+        let e = &entries[i];
+        if e.leaf {
+            if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+                extra += e.stats.chars;
+                let mut a = Some(i);
+                while let Some(j) = a.filter(|&j| j != ci) {
+                    if shape(j).is_some_and(|k| shapes.contains(&k)) {
+                        shaped += e.stats.chars;
+                        break;
+                    }
+                    a = entries[j].parent;
+                }
+            }
+            i = e.end;
+        } else {
+            i += 1;
+        }
+    }
+    ((shaped as f64) >= SHAPED_PROSE_SHARE * extra as f64).then_some(entries[ci].node)
 }
 
 // ------------------------------------------------------------------ rendering

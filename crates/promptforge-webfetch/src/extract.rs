@@ -90,7 +90,9 @@ pub fn html_to_markdown(
 /// The readability path alone: `None` when no article of at least
 /// [`MIN_ARTICLE_CHARS`] characters is found.
 ///
-/// After readability picks the article element, the content-level cleanup rules (see
+/// After readability picks the article element (widened to the sections' common container
+/// when it holds one section of a longer article: the crate README, "Candidate
+/// selection"), the content-level cleanup rules (see
 /// the crate README, "Article cleanup") drop what that element holds besides the article:
 /// captions and galleries, related-link lists, newsletter and author boxes, embedded
 /// frames, repeated blocks, and the headline repeated as the first body line. The Markdown
@@ -159,8 +161,21 @@ fn article_markdown(
     if article.text_content.trim().chars().count() < MIN_ARTICLE_CHARS {
         return None;
     }
-    let root = reader.doc.select_single(ARTICLE_ROOT);
-    let root = root.nodes().first()?;
+    let picked = reader.doc.select_single(ARTICLE_ROOT);
+    let picked = *picked.nodes().first()?;
+    let body = reader.doc.select_single("body");
+    let root = match body.nodes().first() {
+        Some(body) => match cleanup::prose_container(body, &picked) {
+            Some(container) => {
+                restore_order(&picked, html);
+                absolute_links(&container, base_url);
+                container
+            }
+            None => picked,
+        },
+        None => picked,
+    };
+    let root = &root;
     let title = site_free_title(article.title.trim(), &headings);
     if let Cleanup::Apply(trace) = cleanup {
         cleanup::clean_article(root, title, trace);
@@ -221,19 +236,69 @@ fn site_free_title<'a>(title: &'a str, headings: &'a [String]) -> &'a str {
 /// other non-content elements. Links and images are made absolute against `base_url`.
 pub fn whole_page_markdown(html: &str, base_url: Option<&str>) -> String {
     let doc = dom_query::Document::from(html);
-    if let Some(base) = base_url.and_then(|b| url::Url::parse(b).ok()) {
-        for (selector, attr) in [("a[href]", "href"), ("img[src]", "src")] {
-            for node in doc.select(selector).nodes() {
-                let Some(value) = node.attr(attr) else {
-                    continue;
-                };
-                if let Ok(abs) = base.join(value.trim()) {
-                    node.set_attr(attr, abs.as_str());
-                }
+    if let Some(root) = doc.root().first_element_child() {
+        absolute_links(&root, base_url);
+    }
+    doc.md(Some(NOT_RENDERED)).trim().to_owned()
+}
+
+/// Puts the blocks readability gathered into `article` back where they stood in the page.
+///
+/// Readability moves its top candidate and the siblings it joins into a new element at the
+/// end of their parent; when a wider container is rendered instead, that would move one
+/// section of the article behind the others. A fresh parse of the same `html` has the
+/// same node ids, so each block goes back after the nearest of its former previous
+/// siblings still in that parent (or first, when none is). Elements readability made
+/// itself (not in the fresh parse) stay where they are, as does the article element if anything
+/// is left in it.
+fn restore_order(article: &dom_query::NodeRef<'_>, html: &str) {
+    let Some(parent) = article.parent() else {
+        return;
+    };
+    let pristine = dom_query::Document::from(html);
+    for block in article.element_children() {
+        let before = dom_query::NodeRef::new(block.id, &pristine.tree);
+        if !before.is_element() {
+            // past the fresh parse's nodes: an element readability made
+            continue;
+        }
+        let mut anchor = before.prev_sibling();
+        let mut placed = false;
+        while let Some(prev) = anchor {
+            let now = dom_query::NodeRef::new(prev.id, article.tree);
+            if now.parent().is_some_and(|p| p.id == parent.id) {
+                now.insert_after(&block);
+                placed = true;
+                break;
+            }
+            anchor = prev.prev_sibling();
+        }
+        if !placed {
+            parent.prepend_child(&block);
+        }
+    }
+    if article.children().is_empty() {
+        article.remove_from_parent();
+    }
+}
+
+/// Makes the links and images under `root` absolute against `base_url` (readability does
+/// this for its own article only).
+fn absolute_links(root: &dom_query::NodeRef<'_>, base_url: Option<&str>) {
+    let Some(base) = base_url.and_then(|b| url::Url::parse(b).ok()) else {
+        return;
+    };
+    let root = dom_query::Selection::from(*root);
+    for (selector, attr) in [("a[href]", "href"), ("img[src]", "src")] {
+        for node in root.select(selector).nodes() {
+            let Some(value) = node.attr(attr) else {
+                continue;
+            };
+            if let Ok(abs) = base.join(value.trim()) {
+                node.set_attr(attr, abs.as_str());
             }
         }
     }
-    doc.md(Some(NOT_RENDERED)).trim().to_owned()
 }
 
 #[cfg(test)]

@@ -1,0 +1,111 @@
+//! Which element the article path renders (`html_to_markdown`, article rendering), on
+//! synthetic pages where readability's own pick is one part of the article: a long article
+//! split into sections that each sit several containers down, so that readability's
+//! best-scoring element is one section and the sibling joining finds nothing beside it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use promptforge_webfetch::{Extraction, Rendering, html_to_markdown};
+
+const URL: &str = "https://guide.example/health/sleep";
+
+/// Paragraph `i` of section `s`: distinct prose of about 40 words.
+fn para(s: usize, i: usize) -> String {
+    format!(
+        "Section {s} paragraph {i}: researchers followed several hundred adults for two \
+         years, recording how long they slept, when they went to bed and how rested they \
+         felt in the morning, and compared those diaries with the results of regular \
+         memory tests taken at the clinic number {s}{i}."
+    )
+}
+
+/// One section: a heading, then its paragraphs three wrappers down, and a key point after
+/// them.
+fn section(s: usize, paragraphs: usize) -> String {
+    let body: String = (0..paragraphs)
+        .map(|i| format!("<p>{}</p>", para(s, i)))
+        .collect();
+    format!(
+        r#"<div class="guide-section"><h2>Part {s} of the guide</h2><div class="guide-outer">
+<div class="guide-inner"><div class="guide-text">{body}</div>
+<ul class="key-points"><li>Key point of part {s}: a regular bedtime helps.</li></ul></div></div></div>
+"#
+    )
+}
+
+/// A page whose article is `sections`, with site navigation, teaser cards and a footer.
+fn page(sections: &str) -> String {
+    format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/health">Health</a> <a href="/about">About</a></nav></header>
+<div class="layout"><div class="main-column"><h1>How sleep shapes memory</h1>
+{sections}
+</div></div>
+<footer><p>Guide Example footer</p></footer></body></html>"#
+    )
+}
+
+fn article(html: &str) -> String {
+    let (md, how) = html_to_markdown(html, Some(URL), Rendering::Article);
+    assert_eq!(how, Extraction::Readability, "{md}");
+    md
+}
+
+#[test]
+fn every_section_of_a_multi_section_article_is_kept() {
+    // one section longer than the others: readability's best element is its text block,
+    // and the other sections are too far from it to be joined
+    let mut sections = section(0, 2);
+    sections.push_str(&section(1, 8));
+    for s in 2..7 {
+        sections.push_str(&section(s, 2));
+    }
+    let md = article(&page(&sections));
+    for s in 0..7 {
+        assert!(
+            md.contains(&format!("Section {s} paragraph 0:")),
+            "section {s} lost:\n{md}"
+        );
+    }
+    assert!(md.contains("Section 1 paragraph 7:"), "{md}");
+    // in the page's order: the long section stays second
+    let at = |s: usize| md.find(&format!("Section {s} paragraph 0:")).unwrap();
+    assert!(at(0) < at(1) && at(1) < at(2) && at(5) < at(6), "{md}");
+    let key = md.find("Key point of part 1:").expect("the key point");
+    assert!(
+        md.find("Section 1 paragraph 7:").unwrap() < key && key < at(2),
+        "{md}"
+    );
+    // and still without the page's furniture
+    assert!(!md.contains("Guide Example footer"), "{md}");
+    assert!(!md.contains("[Home]"), "{md}");
+}
+
+#[test]
+fn prose_in_blocks_of_another_shape_does_not_widen_the_article() {
+    // a short article, then (in the same column) teaser cards whose excerpts together hold
+    // more prose than it: the cards share no shape with the article's blocks, so
+    // readability's pick stands
+    let cards: String = (0..5)
+        .map(|c| {
+            format!(
+                "<div class=\"teaser-card\"><h3><a href=\"/story-{c}\">Other story {c}</a></h3>\
+                 <div class=\"teaser-excerpt\"><p>Teaser {c}: a different story about the \
+                 regional hospital budget, the new clinic opening hours, the waiting lists for \
+                 appointments and what the health board said about staffing levels at the \
+                 meeting held on Thursday evening in the town hall.</p></div></div>"
+            )
+        })
+        .collect();
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<div class="layout"><div class="main-column">
+<div class="story"><h1>How sleep shapes memory</h1><div class="story-text"><p>{}</p><p>{}</p></div></div>
+<div class="more-stories"><div class="more-list">{cards}</div></div>
+</div></div></body></html>"#,
+        para(0, 0),
+        para(0, 1),
+    );
+    let md = article(&html);
+    assert!(md.contains("Section 0 paragraph 1:"), "{md}");
+    assert!(!md.contains("Teaser 0:"), "{md}");
+}
