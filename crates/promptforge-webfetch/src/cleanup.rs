@@ -1374,6 +1374,57 @@ pub(crate) fn drop_orphan_headings<'a>(
 
 // ------------------------------------------------------------------ candidate widening
 
+/// Elements whose text is never prose (a page before readability still has them).
+const RAW_TEXT_TAGS: &[&str] = &["script", "style", "noscript", "template"];
+
+impl Census<'_> {
+    /// Prefix sums, in document order, of the characters of body paragraphs ("prose"):
+    /// entry `i`'s subtree holds `p[end] - p[i]`. Text inside [`RAW_TEXT_TAGS`] does not
+    /// count.
+    fn prose_prefix(&self) -> Vec<usize> {
+        let entries = &self.entries;
+        let mut prose_at = vec![0usize; entries.len() + 1];
+        let mut i = 0;
+        while i < entries.len() {
+            let e = &entries[i];
+            if e.leaf {
+                let mut stats = e.stats;
+                let mut j = i + 1;
+                while j < e.end {
+                    let inner = &entries[j];
+                    if RAW_TEXT_TAGS.contains(&inner.name.as_str()) {
+                        stats.chars -= inner.stats.chars;
+                        stats.words -= inner.stats.words;
+                        stats.link_chars -= inner.stats.link_chars.min(stats.link_chars);
+                        j = inner.end;
+                    } else {
+                        j += 1;
+                    }
+                }
+                if heading_level_of(&e.name).is_none() && stats.is_body() {
+                    prose_at[i + 1] = stats.chars;
+                }
+                i = e.end;
+            } else {
+                i += 1;
+            }
+        }
+        for i in 0..entries.len() {
+            prose_at[i + 1] += prose_at[i];
+        }
+        prose_at
+    }
+}
+
+/// The characters of body paragraphs under `root` (text in scripts and styles excluded).
+pub(crate) fn prose_chars(root: &NodeRef<'_>) -> usize {
+    Census::new(root)
+        .prose_prefix()
+        .last()
+        .copied()
+        .unwrap_or(0)
+}
+
 /// Readability's article is kept as it is when it holds at least this share of the page's
 /// prose (the characters of its body paragraphs).
 const ARTICLE_MIN_PROSE_SHARE: f64 = 0.5;
@@ -1406,24 +1457,7 @@ pub(crate) fn prose_container<'a>(
 ) -> Option<NodeRef<'a>> {
     let census = Census::new(scope);
     let entries = &census.entries;
-    // prefix sums of body-paragraph characters in document order: a subtree's prose is
-    // one subtraction
-    let mut prose_at = vec![0usize; entries.len() + 1];
-    let mut i = 0;
-    while i < entries.len() {
-        let e = &entries[i];
-        if e.leaf {
-            if heading_level_of(&e.name).is_none() && e.stats.is_body() {
-                prose_at[i + 1] = e.stats.chars;
-            }
-            i = e.end;
-        } else {
-            i += 1;
-        }
-    }
-    for i in 0..entries.len() {
-        prose_at[i + 1] += prose_at[i];
-    }
+    let prose_at = census.prose_prefix();
     let prose = |i: usize| prose_at[entries[i].end] - prose_at[i];
     let total = prose_at[entries.len()];
     let at = entries.iter().position(|e| e.node.id == article.id)?;

@@ -6,7 +6,8 @@
 
 use std::fmt;
 
-use dom_smoothie::{Config, Readability, TextMode};
+use dom_query::NodeRef;
+use dom_smoothie::{Config, ParsePolicy, Readability, TextMode};
 
 use crate::cleanup::{self, Dropped};
 
@@ -153,26 +154,57 @@ fn article_markdown(
         text_mode: TextMode::Raw,
         ..Config::default()
     };
-    let mut reader = Readability::new(html, base_url, Some(cfg()))
-        .or_else(|_| Readability::new(html, None, Some(cfg())))
-        .ok()?;
+    let new_reader = || {
+        Readability::new(html, base_url, Some(cfg()))
+            .or_else(|_| Readability::new(html, None, Some(cfg())))
+            .ok()
+    };
+    let mut reader = new_reader()?;
     let headings = first_headings(&reader.doc);
+    let page_prose = reader
+        .doc
+        .select_single("body")
+        .nodes()
+        .first()
+        .map_or(0, cleanup::prose_chars);
     let article = reader.parse().ok()?;
+    let first = chosen_root(&reader)?;
+    let weak = (first.prose as f64) < RETRY_BELOW_PROSE_SHARE * page_prose as f64;
+    // readability's cleaning (its class weights, rather) threw the article away: once more
+    // without class weights, the unlikely candidates stripped as before
+    let retry = weak
+        .then(|| {
+            let mut other = new_reader()?;
+            strip_unlikely(&other.doc);
+            let found = other.parse_with_policy(ParsePolicy::Clean).ok()?;
+            Some((other, found))
+        })
+        .flatten();
+    let (
+        Chosen {
+            picked, container, ..
+        },
+        article,
+    ) = match retry
+        .as_ref()
+        .and_then(|(other, found)| Some((chosen_root(other)?, found)))
+    {
+        Some((second, found))
+            if second.prose > 0 && second.prose as f64 >= RETRY_MIN_GAIN * first.prose as f64 =>
+        {
+            (second, found)
+        }
+        _ => (first, &article),
+    };
     if article.text_content.trim().chars().count() < MIN_ARTICLE_CHARS {
         return None;
     }
-    let picked = reader.doc.select_single(ARTICLE_ROOT);
-    let picked = *picked.nodes().first()?;
-    let body = reader.doc.select_single("body");
-    let root = match body.nodes().first() {
-        Some(body) => match cleanup::prose_container(body, &picked) {
-            Some(container) => {
-                restore_order(&picked, html);
-                absolute_links(&container, base_url);
-                container
-            }
-            None => picked,
-        },
+    let root = match container {
+        Some(container) => {
+            restore_order(&picked, html);
+            absolute_links(&container, base_url);
+            container
+        }
         None => picked,
     };
     let root = &root;
@@ -190,6 +222,112 @@ fn article_markdown(
     } else {
         format!("# {title}\n\n{body}")
     }))
+}
+
+/// A second readability pass runs when the first one's article (widened as
+/// [`cleanup::prose_container`] says) holds under this share of the page's prose.
+const RETRY_BELOW_PROSE_SHARE: f64 = 0.5;
+
+/// The second pass's article replaces the first's when it holds at least this many times
+/// its prose.
+const RETRY_MIN_GAIN: f64 = 2.0;
+
+/// What a readability pass chose to render.
+struct Chosen<'d> {
+    /// Readability's article element.
+    picked: NodeRef<'d>,
+    /// The wider element to render instead, if any ([`cleanup::prose_container`]).
+    container: Option<NodeRef<'d>>,
+    /// The prose (characters of body paragraphs) of what would be rendered.
+    prose: usize,
+}
+
+/// What `reader` (after its pass) would render: `None` when it has no article element.
+fn chosen_root(reader: &Readability) -> Option<Chosen<'_>> {
+    let picked = *reader.doc.select_single(ARTICLE_ROOT).nodes().first()?;
+    let container = reader
+        .doc
+        .select_single("body")
+        .nodes()
+        .first()
+        .and_then(|body| cleanup::prose_container(body, &picked));
+    let prose = cleanup::prose_chars(container.as_ref().unwrap_or(&picked));
+    Some(Chosen {
+        picked,
+        container,
+        prose,
+    })
+}
+
+/// Readability.js's words for an element that is unlikely to hold the article, matched
+/// anywhere in its `class` and `id` (a generic list of kinds of furniture).
+const UNLIKELY_WORDS: &[&str] = &[
+    "-ad-",
+    "ai2html",
+    "banner",
+    "breadcrumbs",
+    "combx",
+    "comment",
+    "community",
+    "cover-wrap",
+    "disqus",
+    "extra",
+    "footer",
+    "gdpr",
+    "header",
+    "legends",
+    "menu",
+    "related",
+    "remark",
+    "replies",
+    "rss",
+    "shoutbox",
+    "sidebar",
+    "skyscraper",
+    "social",
+    "sponsor",
+    "supplemental",
+    "ad-break",
+    "agegate",
+    "pagination",
+    "pager",
+    "popup",
+    "yom-remote",
+];
+/// Readability.js's words that clear an [`UNLIKELY_WORDS`] match (`main-footer-content`).
+const MAYBE_WORDS: &[&str] = &[
+    "and", "article", "body", "column", "content", "layout", "main", "mathjax", "shadow",
+];
+
+/// Removes the elements readability's first pass strips as unlikely candidates (its
+/// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers).
+fn strip_unlikely(doc: &dom_query::Document) {
+    let doomed: Vec<_> = doc
+        .select("body [class], body [id]")
+        .nodes()
+        .iter()
+        .filter(|n| {
+            if n.has_name("a") || n.has_name("body") {
+                return false;
+            }
+            let hay = format!(
+                "{} {}",
+                n.attr("class").unwrap_or_default(),
+                n.attr("id").unwrap_or_default()
+            )
+            .to_lowercase();
+            UNLIKELY_WORDS.iter().any(|w| hay.contains(w))
+                && !MAYBE_WORDS.iter().any(|w| hay.contains(w))
+                && !n
+                    .ancestors(None)
+                    .iter()
+                    .any(|a| a.has_name("table") || a.has_name("code"))
+        })
+        .copied()
+        .collect();
+    for n in doomed {
+        n.remove_from_parent();
+    }
 }
 
 /// How many of the page's `<h1>` texts are kept to refine the title.

@@ -21,9 +21,7 @@ fn para(s: usize, i: usize) -> String {
 /// One section: a heading, then its paragraphs three wrappers down, and a key point after
 /// them.
 fn section(s: usize, paragraphs: usize) -> String {
-    let body: String = (0..paragraphs)
-        .map(|i| format!("<p>{}</p>", para(s, i)))
-        .collect();
+    let body = each(paragraphs, |i| format!("<p>{}</p>", para(s, i)));
     format!(
         r#"<div class="guide-section"><h2>Part {s} of the guide</h2><div class="guide-outer">
 <div class="guide-inner"><div class="guide-text">{body}</div>
@@ -42,6 +40,11 @@ fn page(sections: &str) -> String {
 </div></div>
 <footer><p>Guide Example footer</p></footer></body></html>"#
     )
+}
+
+/// `n` pieces of markup, `f(0)` to `f(n - 1)`, joined.
+fn each(n: usize, f: impl Fn(usize) -> String) -> String {
+    (0..n).map(f).collect()
 }
 
 fn article(html: &str) -> String {
@@ -85,17 +88,15 @@ fn prose_in_blocks_of_another_shape_does_not_widen_the_article() {
     // a short article, then (in the same column) teaser cards whose excerpts together hold
     // more prose than it: the cards share no shape with the article's blocks, so
     // readability's pick stands
-    let cards: String = (0..5)
-        .map(|c| {
-            format!(
-                "<div class=\"teaser-card\"><h3><a href=\"/story-{c}\">Other story {c}</a></h3>\
+    let cards = each(5, |c| {
+        format!(
+            "<div class=\"teaser-card\"><h3><a href=\"/story-{c}\">Other story {c}</a></h3>\
                  <div class=\"teaser-excerpt\"><p>Teaser {c}: a different story about the \
                  regional hospital budget, the new clinic opening hours, the waiting lists for \
                  appointments and what the health board said about staffing levels at the \
                  meeting held on Thursday evening in the town hall.</p></div></div>"
-            )
-        })
-        .collect();
+        )
+    });
     let html = format!(
         r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
 <div class="layout"><div class="main-column">
@@ -108,4 +109,91 @@ fn prose_in_blocks_of_another_shape_does_not_widen_the_article() {
     let md = article(&html);
     assert!(md.contains("Section 0 paragraph 1:"), "{md}");
     assert!(!md.contains("Teaser 0:"), "{md}");
+}
+
+/// Paragraph `i` of step `s` of a how-to guide.
+fn step(s: usize, i: usize) -> String {
+    format!(
+        "Step {s} paragraph {i}: plug the board into the computer, open the builder in the \
+         browser, choose the serial port it shows, and wait until the first flash of the \
+         firmware has finished before you unplug it again {s}{i}."
+    )
+}
+
+/// A page builder's block: a `widget` in its class, which readability counts against it.
+fn widget(kind: &str, inner: &str) -> String {
+    format!(
+        r#"<div class="pb-element pb-widget pb-widget-{kind}"><div class="pb-widget-container">{inner}</div></div>"#
+    )
+}
+
+#[test]
+fn an_article_built_of_widget_blocks_is_kept() {
+    // readability's class weights count every `widget` block against it: its first pass
+    // keeps the introduction alone (long enough for it not to try again)
+    let intro = each(3, |i| {
+        format!(
+            "<p>Intro {i}: this guide shows how to track who is in each room of the house \
+                 with a few cheap boards, a phone in every pocket, and an automation server \
+                 that already runs at home for lights and heating.</p>"
+        )
+    });
+    let steps = each(8, |s| {
+        let text = each(2, |i| format!("<p>{}</p>", step(s, i)));
+        format!(
+            "{}{}{}",
+            widget("heading", &format!("<h2>Step {s}</h2>")),
+            widget("text-editor", &text),
+            widget("image", r#"<img src="/step.png" alt="">"#)
+        )
+    });
+    let html = format!(
+        r#"<!doctype html><html><head><title>Track who is in each room</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/guides">Guides</a></nav></header>
+<div class="pb-section"><div class="pb-column"><div class="intro">{intro}</div>{steps}</div>
+<div class="pb-column">{}</div></div>
+<footer><p>Guide Example footer</p></footer></body></html>"#,
+        widget("search", "<form><input name=q></form>")
+    );
+    let md = article(&html);
+    assert!(md.contains("Intro 2:"), "{md}");
+    for s in 0..8 {
+        for i in 0..2 {
+            assert!(
+                md.contains(&format!("Step {s} paragraph {i}:")),
+                "step {s} lost:\n{md}"
+            );
+        }
+    }
+    let at = |s: usize| md.find(&format!("Step {s} paragraph 0:")).unwrap();
+    assert!(md.find("Intro 2:").unwrap() < at(0) && at(0) < at(1) && at(6) < at(7));
+    assert!(!md.contains("Guide Example footer"), "{md}");
+}
+
+#[test]
+fn a_long_comment_thread_does_not_replace_a_short_article() {
+    // the comments hold most of the page's prose, so the second pass runs; it strips them
+    // as unlikely candidates like the first pass did, and finds nothing more
+    let comments = each(8, |c| {
+        format!(
+            "<li class=\"comment\"><div class=\"comment-author\">Reader {c}</div>\
+                 <div class=\"comment-body\"><p>Comment {c}: I tried this at home last winter \
+                 and found that going to bed at the same time every night mattered far more \
+                 than how long I slept, although my memory tests were never as careful as the \
+                 ones the clinic ran for the study.</p></div></li>"
+        )
+    });
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<div class="layout"><article class="post"><h1>How sleep shapes memory</h1>
+<div class="post-body"><p>{}</p><p>{}</p><p>{}</p></div></article>
+<section id="comments" class="comments-area"><h2>8 comments</h2><ol class="comment-list">{comments}</ol></section>
+</div></body></html>"#,
+        para(0, 0),
+        para(0, 1),
+        para(0, 2),
+    );
+    let md = article(&html);
+    assert!(md.contains("Section 0 paragraph 2:"), "{md}");
+    assert!(!md.contains("Comment 0:"), "{md}");
 }
