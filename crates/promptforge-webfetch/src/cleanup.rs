@@ -569,22 +569,28 @@ pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             return false;
         }
         FURNITURE_TAGS.contains(&e.name.as_str())
-            || n.has_attr("hidden")
-            || n.attr("aria-hidden")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            || is_hidden(n)
             || n.attr("role").is_some_and(|r| {
                 r.split_whitespace()
                     .any(|r| NON_CONTENT_ROLES.contains(&r.to_ascii_lowercase().as_str()))
             })
-            || n.attr("style").is_some_and(|s| {
-                let s: String = s
-                    .chars()
-                    .filter(|c| !c.is_whitespace())
-                    .collect::<String>()
-                    .to_ascii_lowercase();
-                s.contains("display:none") || s.contains("visibility:hidden")
-            })
     })
+}
+
+/// Whether the element is hidden by its own attributes: `hidden`, `aria-hidden="true"`,
+/// or a `style` with `display:none` / `visibility:hidden`.
+fn is_hidden(n: &NodeRef<'_>) -> bool {
+    n.has_attr("hidden")
+        || n.attr("aria-hidden")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || n.attr("style").is_some_and(|s| {
+            let s: String = s
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>()
+                .to_ascii_lowercase();
+            s.contains("display:none") || s.contains("visibility:hidden")
+        })
 }
 
 // ------------------------------------------------------------------ rule 2
@@ -1423,6 +1429,27 @@ pub(crate) fn prose_chars(root: &NodeRef<'_>) -> usize {
         .last()
         .copied()
         .unwrap_or(0)
+}
+
+/// A hidden element holding at least this share of the page's prose is shown.
+const HIDDEN_PROSE_SHARE: f64 = 0.5;
+
+/// The page's prose ([`prose_chars`] of `body`), after showing a hidden element that holds
+/// at least [`HIDDEN_PROSE_SHARE`] of it: a page rendered on the server in streamed parts
+/// ships the article in a hidden element that a script moves into place, and readability
+/// (which drops hidden elements) would then never see it.
+pub(crate) fn show_hidden_article(body: &NodeRef<'_>) -> usize {
+    let census = Census::new(body);
+    let prose_at = census.prose_prefix();
+    let total = prose_at.last().copied().unwrap_or(0);
+    let need = HIDDEN_PROSE_SHARE * total as f64;
+    let shown = census.sweep(|i, e| {
+        total > 0 && is_hidden(&e.node) && (prose_at[e.end] - prose_at[i]) as f64 >= need
+    });
+    for n in shown {
+        n.remove_attrs(&["hidden", "aria-hidden", "style"]);
+    }
+    total
 }
 
 /// Readability's article is kept as it is when it holds at least this share of the page's

@@ -166,7 +166,7 @@ fn article_markdown(
         .select_single("body")
         .nodes()
         .first()
-        .map_or(0, cleanup::prose_chars);
+        .map_or(0, cleanup::show_hidden_article);
     let article = reader.parse().ok()?;
     let first = chosen_root(&reader)?;
     let weak = (first.prose as f64) < RETRY_BELOW_PROSE_SHARE * page_prose as f64;
@@ -175,6 +175,9 @@ fn article_markdown(
     let retry = weak
         .then(|| {
             let mut other = new_reader()?;
+            if let Some(body) = other.doc.select_single("body").nodes().first() {
+                cleanup::show_hidden_article(body);
+            }
             strip_unlikely(&other.doc);
             let found = other.parse_with_policy(ParsePolicy::Clean).ok()?;
             Some((other, found))

@@ -197,3 +197,25 @@ fn a_long_comment_thread_does_not_replace_a_short_article() {
     assert!(md.contains("Section 0 paragraph 2:"), "{md}");
     assert!(!md.contains("Comment 0:"), "{md}");
 }
+
+#[test]
+fn an_article_streamed_into_a_hidden_element_is_shown() {
+    // server rendering in streamed parts: the page ships a placeholder where the article
+    // goes, the article itself in a hidden element, and a script that swaps them
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/health">Health</a></nav></header>
+<main><template id="B:0"></template><div class="skeleton">Loading the article</div></main>
+<footer><p>Guide Example is an independent publication about health and sleep, written by
+doctors and researchers, funded by its readers, and free of advertising since 2009.</p></footer>
+<div hidden id="S:0"><article><h1>How sleep shapes memory</h1>{}</article></div>
+<script>document.getElementById("B:0").replaceWith(document.getElementById("S:0"))</script>
+</body></html>"#,
+        each(4, |i| format!("<p>{}</p>", para(0, i)))
+    );
+    let md = article(&html);
+    for i in 0..4 {
+        assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+    }
+    assert!(!md.contains("independent publication"), "{md}");
+}
