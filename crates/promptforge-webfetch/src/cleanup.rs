@@ -1072,9 +1072,20 @@ pub(crate) fn drop_boilerplate_text<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> 
 /// an earlier block is dropped (a caption repeated once per image, a pull quote); the first
 /// copy stays. Longer paragraphs may repeat (a refrain, a quoted passage), and so may
 /// headings (`Pros`, `Cons` under every product), table cells and list items (a timetable
-/// says `Rest` every Monday).
+/// says `Rest` every Monday), code (a tutorial runs the same command twice) and a lead-in
+/// line ending in a colon (`Then edit the configuration:` before each listing).
 pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
+    let in_code = |block: &Entry<'_>| {
+        let mut at = Some(block);
+        while let Some(e) = at {
+            if matches!(e.name.as_str(), "pre" | "code") {
+                return true;
+            }
+            at = e.parent.map(|p| &census.entries[p]);
+        }
+        false
+    };
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut doomed = Vec::new();
     for block in census.leaf_blocks() {
@@ -1082,10 +1093,15 @@ pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             || matches!(block.name.as_str(), "td" | "th" | "tr" | "li" | "dt" | "dd")
             || heading_level_of(&block.name).is_some()
             || block.in_table
+            || in_code(block)
         {
             continue;
         }
-        let count = seen.entry(norm_text(&block.node)).or_insert(0);
+        let text = norm_text(&block.node);
+        if text.ends_with(':') {
+            continue;
+        }
+        let count = seen.entry(text).or_insert(0);
         *count += 1;
         if *count > 1 {
             doomed.push(block.node);

@@ -146,6 +146,23 @@ fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
 }
 
 #[test]
+fn a_command_and_its_lead_in_repeated_in_a_tutorial_are_content() {
+    // the same command in two listings, each introduced by the same line: neither is a
+    // caption repeated per image
+    let (first, rest) = split_body("<p>Residents");
+    let step = "<p>Then open the timetable file of the depot:</p>\
+                <div class=\"highlight\"><pre>$ transit edit --depot north --local</pre></div>";
+    let html = page(
+        "Council expands bus network",
+        &format!("{first}{step}{rest}{step}"),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_eq!(md.matches("transit edit --depot north").count(), 2, "{md}");
+    assert_eq!(md.matches("timetable file of the depot").count(), 2, "{md}");
+}
+
+#[test]
 fn related_content_and_a_table_of_contents_in_and_after_the_article_are_dropped() {
     let (first, rest) = split_body("<p>Residents");
     let html = page(
