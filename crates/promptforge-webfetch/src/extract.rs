@@ -178,7 +178,7 @@ fn article_markdown(
             if let Some(body) = other.doc.select_single("body").nodes().first() {
                 cleanup::show_hidden_article(body);
             }
-            strip_unlikely(&other.doc);
+            strip_unlikely(&other.doc, page_prose);
             let found = other.parse_with_policy(ParsePolicy::Clean).ok()?;
             Some((other, found))
         })
@@ -303,8 +303,11 @@ const MAYBE_WORDS: &[&str] = &[
 ];
 
 /// Removes the elements readability's first pass strips as unlikely candidates (its
-/// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers).
-fn strip_unlikely(doc: &dom_query::Document) {
+/// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers), except an
+/// `<article>` or `<main>` holding at least half the page's prose (`page_prose`): a class
+/// word such as `template-with-sidebar` on the article's own element does not make it
+/// furniture.
+fn strip_unlikely(doc: &dom_query::Document, page_prose: usize) {
     let doomed: Vec<_> = doc
         .select("body [class], body [id]")
         .nodes()
@@ -325,6 +328,8 @@ fn strip_unlikely(doc: &dom_query::Document) {
                     .ancestors(None)
                     .iter()
                     .any(|a| a.has_name("table") || a.has_name("code"))
+                && !((n.has_name("article") || n.has_name("main"))
+                    && cleanup::prose_chars(n) * 2 >= page_prose)
         })
         .copied()
         .collect();

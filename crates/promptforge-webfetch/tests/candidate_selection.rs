@@ -219,3 +219,29 @@ doctors and researchers, funded by its readers, and free of advertising since 20
     }
     assert!(!md.contains("independent publication"), "{md}");
 }
+
+#[test]
+fn an_article_element_with_a_furniture_word_in_its_class_is_kept() {
+    // `template-with-sidebar` names the page layout, but readability strips the element as
+    // an unlikely candidate and renders the disclosure box alone, long enough for it not to
+    // try again (the second pass keeps the article, and joins the box beside it)
+    let disclosure = "Advertiser disclosure: many of the offers that appear on this site are \
+        from companies from which we may receive financial compensation when a reader clicks \
+        on a link, when an application is approved, or when an account is opened. This \
+        compensation may impact how and where products appear on this site, including the \
+        order in which they appear within listing categories, and we do not review every \
+        company or offer available in the marketplace today. Our editors choose what to \
+        cover on their own, and the companies we work with never see a review before it is \
+        published, nor may they ask for one to be changed or taken down afterwards.";
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<div class="disclosure-box"><p>{disclosure}</p></div>
+<article class="post-template-with-sidebar"><h1>How sleep shapes memory</h1>{}</article>
+</body></html>"#,
+        each(5, |i| format!("<p>{}</p>", para(0, i)))
+    );
+    let md = article(&html);
+    for i in 0..5 {
+        assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+    }
+}
