@@ -1450,6 +1450,80 @@ pub(crate) fn prose_chars(root: &NodeRef<'_>) -> usize {
         .unwrap_or(0)
 }
 
+/// Readability.js's words for an element that is unlikely to hold the article, matched
+/// anywhere in its `class` and `id` (a generic list of kinds of furniture).
+const UNLIKELY_WORDS: &[&str] = &[
+    "-ad-",
+    "ai2html",
+    "banner",
+    "breadcrumbs",
+    "combx",
+    "comment",
+    "community",
+    "cover-wrap",
+    "disqus",
+    "extra",
+    "footer",
+    "gdpr",
+    "header",
+    "legends",
+    "menu",
+    "related",
+    "remark",
+    "replies",
+    "rss",
+    "shoutbox",
+    "sidebar",
+    "skyscraper",
+    "social",
+    "sponsor",
+    "supplemental",
+    "ad-break",
+    "agegate",
+    "pagination",
+    "pager",
+    "popup",
+    "yom-remote",
+];
+/// Readability.js's words that clear an [`UNLIKELY_WORDS`] match (`main-footer-content`).
+const MAYBE_WORDS: &[&str] = &[
+    "and", "article", "body", "column", "content", "layout", "main", "mathjax", "shadow",
+];
+
+/// Removes what readability's first pass strips as unlikely candidates (its
+/// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers): elements whose
+/// `class` or `id` holds one of [`UNLIKELY_WORDS`] and none of [`MAYBE_WORDS`], outside
+/// tables and code, except an `<article>` or `<main>` holding at least half the page's
+/// prose (`page_prose`): a class word such as `template-with-sidebar` on the article's own
+/// element does not make it furniture. One walk, however deep the page nests.
+pub(crate) fn strip_unlikely(body: &NodeRef<'_>, page_prose: usize) {
+    let census = Census::new(body);
+    let prose_at = census.prose_prefix();
+    let entries = &census.entries;
+    // whether an element is a table or code block, or inside one: parents come first
+    let mut sheltered = vec![false; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        sheltered[i] =
+            matches!(e.name.as_str(), "table" | "code") || e.parent.is_some_and(|p| sheltered[p]);
+    }
+    let doomed = census.sweep(|i, e| {
+        if e.name == "a" || e.parent.is_some_and(|p| sheltered[p]) {
+            return false;
+        }
+        let hay = format!(
+            "{} {}",
+            e.node.attr("class").unwrap_or_default(),
+            e.node.attr("id").unwrap_or_default()
+        )
+        .to_lowercase();
+        UNLIKELY_WORDS.iter().any(|w| hay.contains(w))
+            && !MAYBE_WORDS.iter().any(|w| hay.contains(w))
+            && !(matches!(e.name.as_str(), "article" | "main")
+                && (prose_at[e.end] - prose_at[i]) * 2 >= page_prose)
+    });
+    remove_all(&doomed);
+}
+
 /// A hidden element holding at least this share of the page's prose is shown.
 const HIDDEN_PROSE_SHARE: f64 = 0.5;
 
@@ -1539,9 +1613,19 @@ pub(crate) fn prose_container<'a>(
         shapes.extend(shape(child));
         child = entries[child].end;
     }
+    // whether an element below the container has one of those shapes or sits in one that
+    // does (parents come first, so one forward pass)
+    let end = entries[ci].end;
+    let mut shaped_at = vec![false; end - ci];
+    for i in ci + 1..end {
+        let parent_shaped = entries[i]
+            .parent
+            .is_some_and(|p| p > ci && shaped_at[p - ci]);
+        shaped_at[i - ci] = parent_shaped || shape(i).is_some_and(|k| shapes.contains(&k));
+    }
     let (mut extra, mut shaped) = (0usize, 0usize);
     let mut i = ci + 1;
-    while i < entries[ci].end {
+    while i < end {
         if i == at {
             i = entries[at].end;
             continue;
@@ -1550,13 +1634,8 @@ pub(crate) fn prose_container<'a>(
         if e.leaf {
             if heading_level_of(&e.name).is_none() && e.stats.is_body() {
                 extra += e.stats.chars;
-                let mut a = Some(i);
-                while let Some(j) = a.filter(|&j| j != ci) {
-                    if shape(j).is_some_and(|k| shapes.contains(&k)) {
-                        shaped += e.stats.chars;
-                        break;
-                    }
-                    a = entries[j].parent;
+                if shaped_at[i - ci] {
+                    shaped += e.stats.chars;
                 }
             }
             i = e.end;
@@ -2014,5 +2093,32 @@ mod tests {
         let root = *root.nodes().first().unwrap();
         clean_article(&root, "A title", None);
         assert!(norm_text(&root).contains("the council voted"));
+    }
+
+    #[test]
+    fn the_selection_steps_walk_deep_nesting_without_recursion() {
+        let depth = 5_000;
+        let section = format!(
+            "<div class=part>{}<p id=one>{}</p></div>",
+            "<div class=wrap>".repeat(depth),
+            &BODY[3..BODY.len() - 4]
+        ) + &"</div>".repeat(depth);
+        let doc = Document::from(format!(
+            "<html><body><div class=page>{section}{}</div>\
+             <div class=comment-list>{BODY}</div></body></html>",
+            format!("<div class=part>{BODY}</div>").repeat(3)
+        ));
+        let body = *doc.select_single("body").nodes().first().unwrap();
+        let total = show_hidden_article(&body);
+        let one_part = prose_chars(&doc.select(".part").nodes()[1]);
+        assert!(one_part > 0);
+        assert_eq!(total, 5 * one_part);
+        // the deep paragraph holds a fifth of the prose, the page's column four fifths
+        let one = *doc.select_single("#one").nodes().first().unwrap();
+        let wider = prose_container(&body, &one).expect("the page column");
+        assert_eq!(wider.attr("class").as_deref(), Some("page"));
+        strip_unlikely(&body, total);
+        assert!(doc.select(".comment-list").is_empty());
+        assert_eq!(prose_chars(&body), 4 * one_part);
     }
 }

@@ -177,8 +177,8 @@ fn article_markdown(
             let mut other = new_reader()?;
             if let Some(body) = other.doc.select_single("body").nodes().first() {
                 cleanup::show_hidden_article(body);
+                cleanup::strip_unlikely(body, page_prose);
             }
-            strip_unlikely(&other.doc, page_prose);
             let found = other.parse_with_policy(ParsePolicy::Clean).ok()?;
             Some((other, found))
         })
@@ -260,82 +260,6 @@ fn chosen_root(reader: &Readability) -> Option<Chosen<'_>> {
         container,
         prose,
     })
-}
-
-/// Readability.js's words for an element that is unlikely to hold the article, matched
-/// anywhere in its `class` and `id` (a generic list of kinds of furniture).
-const UNLIKELY_WORDS: &[&str] = &[
-    "-ad-",
-    "ai2html",
-    "banner",
-    "breadcrumbs",
-    "combx",
-    "comment",
-    "community",
-    "cover-wrap",
-    "disqus",
-    "extra",
-    "footer",
-    "gdpr",
-    "header",
-    "legends",
-    "menu",
-    "related",
-    "remark",
-    "replies",
-    "rss",
-    "shoutbox",
-    "sidebar",
-    "skyscraper",
-    "social",
-    "sponsor",
-    "supplemental",
-    "ad-break",
-    "agegate",
-    "pagination",
-    "pager",
-    "popup",
-    "yom-remote",
-];
-/// Readability.js's words that clear an [`UNLIKELY_WORDS`] match (`main-footer-content`).
-const MAYBE_WORDS: &[&str] = &[
-    "and", "article", "body", "column", "content", "layout", "main", "mathjax", "shadow",
-];
-
-/// Removes the elements readability's first pass strips as unlikely candidates (its
-/// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers), except an
-/// `<article>` or `<main>` holding at least half the page's prose (`page_prose`): a class
-/// word such as `template-with-sidebar` on the article's own element does not make it
-/// furniture.
-fn strip_unlikely(doc: &dom_query::Document, page_prose: usize) {
-    let doomed: Vec<_> = doc
-        .select("body [class], body [id]")
-        .nodes()
-        .iter()
-        .filter(|n| {
-            if n.has_name("a") || n.has_name("body") {
-                return false;
-            }
-            let hay = format!(
-                "{} {}",
-                n.attr("class").unwrap_or_default(),
-                n.attr("id").unwrap_or_default()
-            )
-            .to_lowercase();
-            UNLIKELY_WORDS.iter().any(|w| hay.contains(w))
-                && !MAYBE_WORDS.iter().any(|w| hay.contains(w))
-                && !n
-                    .ancestors(None)
-                    .iter()
-                    .any(|a| a.has_name("table") || a.has_name("code"))
-                && !((n.has_name("article") || n.has_name("main"))
-                    && cleanup::prose_chars(n) * 2 >= page_prose)
-        })
-        .copied()
-        .collect();
-    for n in doomed {
-        n.remove_from_parent();
-    }
 }
 
 /// How many of the page's `<h1>` texts are kept to refine the title.
