@@ -1072,8 +1072,9 @@ pub(crate) fn drop_boilerplate_text<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> 
 /// an earlier block is dropped (a caption repeated once per image, a pull quote); the first
 /// copy stays. Longer paragraphs may repeat (a refrain, a quoted passage), and so may
 /// headings (`Pros`, `Cons` under every product), table cells and list items (a timetable
-/// says `Rest` every Monday), code (a tutorial runs the same command twice) and a lead-in
-/// line ending in a colon (`Then edit the configuration:` before each listing).
+/// says `Rest` every Monday), code (a tutorial runs the same command twice), a lead-in
+/// line ending in a colon (`Then edit the configuration:` before each listing) and a line
+/// of dialogue (a quoted refrain in a story).
 pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let in_code = |block: &Entry<'_>| {
@@ -1098,7 +1099,8 @@ pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             continue;
         }
         let text = norm_text(&block.node);
-        if text.ends_with(':') {
+        // a lead-in to what follows, or a line of dialogue (a refrain in a story)
+        if text.ends_with(':') || text.starts_with(['"', '\u{201c}', '\u{00ab}']) {
             continue;
         }
         let count = seen.entry(text).or_insert(0);

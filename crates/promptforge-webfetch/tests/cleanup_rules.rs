@@ -163,6 +163,19 @@ fn a_command_and_its_lead_in_repeated_in_a_tutorial_are_content() {
 }
 
 #[test]
+fn a_line_of_dialogue_repeated_in_a_story_is_content() {
+    let (first, rest) = split_body("<p>Residents");
+    let reply = "<p>\u{201c}I would rather take the bus.\u{201d}</p>";
+    let html = page(
+        "Council expands bus network",
+        &format!("{first}{reply}{rest}{reply}<p>Asked again, she smiled.</p>{reply}"),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_eq!(md.matches("rather take the bus").count(), 3, "{md}");
+}
+
+#[test]
 fn a_linked_section_heading_before_the_first_paragraph_stays() {
     // a weekly edition opens with its first story's linked heading: a heading that is one
     // link is a section title, while the breadcrumb row above it goes
