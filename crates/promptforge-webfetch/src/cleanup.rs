@@ -421,7 +421,12 @@ impl<'a> Census<'a> {
                 stats.tables = 1;
             }
             let index = entries.len();
-            let children: Vec<NodeRef<'a>> = node.children_it(true).collect();
+            // a script's or style's text is never read (rule 1 drops the element whole)
+            if !RAW_TEXT_TAGS.contains(&name.as_str()) {
+                for child in node.children_it(true) {
+                    stack.push((child, Some(index), in_link || is_link, in_table));
+                }
+            }
             entries.push(Entry {
                 node,
                 name,
@@ -434,9 +439,6 @@ impl<'a> Census<'a> {
                 in_table,
                 parent,
             });
-            for child in children {
-                stack.push((child, Some(index), in_link || is_link, in_table));
-            }
         }
         // children come after their parent: a reverse sweep completes every subtree
         for i in (0..entries.len()).rev() {
@@ -1401,13 +1403,14 @@ pub(crate) fn drop_orphan_headings<'a>(
 
 // ------------------------------------------------------------------ candidate widening
 
-/// Elements whose text is never prose (a page before readability still has them).
+/// Elements whose text is never prose nor read by a rule: the census does not walk into
+/// them (a page before readability still has its scripts, some of them large).
 const RAW_TEXT_TAGS: &[&str] = &["script", "style", "noscript", "template"];
 
 impl Census<'_> {
     /// Prefix sums, in document order, of the characters of body paragraphs ("prose"):
-    /// entry `i`'s subtree holds `p[end] - p[i]`. Text inside [`RAW_TEXT_TAGS`] does not
-    /// count.
+    /// entry `i`'s subtree holds `p[end] - p[i]` (text inside [`RAW_TEXT_TAGS`] is not
+    /// counted by the census).
     fn prose_prefix(&self) -> Vec<usize> {
         let entries = &self.entries;
         let mut prose_at = vec![0usize; entries.len() + 1];
@@ -1415,21 +1418,8 @@ impl Census<'_> {
         while i < entries.len() {
             let e = &entries[i];
             if e.leaf {
-                let mut stats = e.stats;
-                let mut j = i + 1;
-                while j < e.end {
-                    let inner = &entries[j];
-                    if RAW_TEXT_TAGS.contains(&inner.name.as_str()) {
-                        stats.chars -= inner.stats.chars;
-                        stats.words -= inner.stats.words;
-                        stats.link_chars -= inner.stats.link_chars.min(stats.link_chars);
-                        j = inner.end;
-                    } else {
-                        j += 1;
-                    }
-                }
-                if heading_level_of(&e.name).is_none() && stats.is_body() {
-                    prose_at[i + 1] = stats.chars;
+                if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+                    prose_at[i + 1] = e.stats.chars;
                 }
                 i = e.end;
             } else {
@@ -1549,7 +1539,7 @@ pub(crate) fn show_hidden_article(body: &NodeRef<'_>) -> usize {
 
 /// Readability's article is kept as it is when it holds at least this share of the page's
 /// prose (the characters of its body paragraphs).
-const ARTICLE_MIN_PROSE_SHARE: f64 = 0.5;
+pub(crate) const ARTICLE_MIN_PROSE_SHARE: f64 = 0.5;
 
 /// When it holds less, the article becomes the smallest element holding at least this
 /// share of the page's prose.

@@ -168,7 +168,7 @@ fn article_markdown(
         .first()
         .map_or(0, cleanup::show_hidden_article);
     let article = reader.parse().ok()?;
-    let first = chosen_root(&reader)?;
+    let first = chosen_root(&reader, page_prose)?;
     let weak = (first.prose as f64) < RETRY_BELOW_PROSE_SHARE * page_prose as f64;
     // readability's cleaning (its class weights, rather) threw the article away: once more
     // without class weights, the unlikely candidates stripped as before
@@ -190,7 +190,7 @@ fn article_markdown(
         article,
     ) = match retry
         .as_ref()
-        .and_then(|(other, found)| Some((chosen_root(other)?, found)))
+        .and_then(|(other, found)| Some((chosen_root(other, page_prose)?, found)))
     {
         Some((second, found))
             if second.prose > 0 && second.prose as f64 >= RETRY_MIN_GAIN * first.prose as f64 =>
@@ -246,15 +246,26 @@ struct Chosen<'d> {
 }
 
 /// What `reader` (after its pass) would render: `None` when it has no article element.
-fn chosen_root(reader: &Readability) -> Option<Chosen<'_>> {
+/// `page_prose` is the page's prose before readability: an article holding
+/// [`cleanup::ARTICLE_MIN_PROSE_SHARE`] of it holds at least that share of what readability
+/// left, so the page is not measured again.
+fn chosen_root(reader: &Readability, page_prose: usize) -> Option<Chosen<'_>> {
     let picked = *reader.doc.select_single(ARTICLE_ROOT).nodes().first()?;
+    let own = cleanup::prose_chars(&picked);
+    if own as f64 >= cleanup::ARTICLE_MIN_PROSE_SHARE * page_prose as f64 {
+        return Some(Chosen {
+            picked,
+            container: None,
+            prose: own,
+        });
+    }
     let container = reader
         .doc
         .select_single("body")
         .nodes()
         .first()
         .and_then(|body| cleanup::prose_container(body, &picked));
-    let prose = cleanup::prose_chars(container.as_ref().unwrap_or(&picked));
+    let prose = container.as_ref().map_or(own, cleanup::prose_chars);
     Some(Chosen {
         picked,
         container,
