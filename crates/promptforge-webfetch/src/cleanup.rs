@@ -386,12 +386,11 @@ impl<'a> Census<'a> {
         while let Some((node, parent, in_link, in_table)) = stack.pop() {
             if node.is_text() {
                 if let Some(p) = parent {
-                    let text = node.text();
-                    let chars = text.chars().filter(|c| !c.is_whitespace()).count();
+                    let (chars, words) = measure(&node.text());
                     let entry = &mut entries[p];
                     entry.own_chars += chars;
                     entry.stats.chars += chars;
-                    entry.stats.words += count_words(&text);
+                    entry.stats.words += words;
                     if in_link {
                         entry.stats.link_chars += chars;
                     }
@@ -500,12 +499,33 @@ impl<'a> Census<'a> {
 /// without spaces) counts one word per two characters, so thresholds in words mean the
 /// same amount of text in Chinese or Japanese as in English.
 fn count_words(text: &str) -> usize {
-    text.split_whitespace()
-        .map(|token| {
-            let cjk = token.chars().filter(|&c| is_cjk(c)).count();
-            if cjk == 0 { 1 } else { cjk.div_ceil(2).max(1) }
-        })
-        .sum()
+    measure(text).1
+}
+
+/// The characters of `text` that are not whitespace, and its words ([`count_words`]), in
+/// one pass.
+fn measure(text: &str) -> (usize, usize) {
+    let (mut chars, mut words) = (0, 0);
+    // (inside a token, CJK characters in it)
+    let (mut in_token, mut cjk) = (false, 0usize);
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if in_token {
+                words += if cjk == 0 { 1 } else { cjk.div_ceil(2) };
+            }
+            (in_token, cjk) = (false, 0);
+        } else {
+            chars += 1;
+            in_token = true;
+            if is_cjk(c) {
+                cjk += 1;
+            }
+        }
+    }
+    if in_token {
+        words += if cjk == 0 { 1 } else { cjk.div_ceil(2) };
+    }
+    (chars, words)
 }
 
 fn is_cjk(c: char) -> bool {
@@ -2072,6 +2092,16 @@ mod tests {
             text.contains("background") && text.contains("next section"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn text_is_measured_in_characters_and_words() {
+        assert_eq!(measure(""), (0, 0));
+        assert_eq!(measure("  two words \n"), (8, 2));
+        // a run of CJK characters counts one word per two
+        assert_eq!(measure("東京は 雨"), (4, 3));
+        assert_eq!(measure("a東"), (2, 1));
+        assert_eq!(count_words("one, two; three"), 3);
     }
 
     #[test]
