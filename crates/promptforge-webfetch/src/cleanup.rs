@@ -1310,8 +1310,7 @@ fn is_numeric_date(text: &str) -> bool {
 /// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
 /// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
 /// link (`Read more` rows, a feed of headlines) are dropped. List items and table cells are left to
-/// rule 4, which judges their list or table as a whole; a heading that is one link is a
-/// section title (a weekly edition's first story), not a breadcrumb row.
+/// rule 4, which judges their list or table as a whole.
 pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let blocks = census.leaf_blocks();
@@ -1329,11 +1328,9 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         let s = block.stats;
         // list items and table cells are judged as lists and tables (rule 4)
         let item = matches!(block.name.as_str(), "li" | "td" | "th" | "tr" | "dt" | "dd");
-        // a heading that is one link is a linked section title, not a breadcrumb row
-        let linked_heading = heading_level_of(&block.name).is_some() && s.links == 1;
         let drop = if i < first {
             s.words <= SHORT_BLOCK_WORDS
-                && ((!item && !linked_heading && s.links >= 1 && s.link_density() >= 0.5)
+                && ((!item && s.links >= 1 && s.link_density() >= 0.5)
                     || is_dateline(&norm_text(&block.node)))
         } else if i > last {
             (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)

@@ -178,24 +178,6 @@ fn a_line_of_dialogue_repeated_in_a_story_is_content() {
 }
 
 #[test]
-fn a_linked_section_heading_before_the_first_paragraph_stays() {
-    // a weekly edition opens with its first story's linked heading: a heading that is one
-    // link is a section title, while the breadcrumb row above it goes
-    let html = page(
-        "Weekly edition for May 2",
-        &format!(
-            r#"<div><a href="/">Home</a> &gt; <a href="/weekly">Weekly</a></div>
-<h2><a href="/articles/bus-network">Council expands the bus network</a></h2>{}"#,
-            body(4)
-        ),
-    );
-    let md = article(&html);
-    assert_body_kept(&md);
-    assert_kept(&md, &["Council expands the bus network"]);
-    assert_dropped(&md, &["[Weekly]"]);
-}
-
-#[test]
 fn related_content_and_a_table_of_contents_in_and_after_the_article_are_dropped() {
     let (first, rest) = split_body("<p>Residents");
     let html = page(
