@@ -31,6 +31,9 @@
 //!    line set as a heading) is the page's own layout and stays, unless it is a
 //!    related-content label.
 //!
+//! Before the rules, [`prose_container`] may widen readability's pick to the common
+//! container of an article's sections (see the crate README, "Candidate selection").
+//!
 //! No rule keys on one site: the words in [`HINT_WORDS`] and the phrase lists name kinds of
 //! furniture, and every threshold is a property of the text (word counts, link density,
 //! position, repetition). Every rule has a synthetic-page test in `tests/cleanup_rules.rs`.
@@ -360,6 +363,8 @@ struct Entry<'a> {
     own_chars: usize,
     /// Whether the element is a `<table>` or inside one.
     in_table: bool,
+    /// The census index of the parent element (`None` for the root's children).
+    parent: Option<usize>,
 }
 
 /// Every element under the article root with its subtree's statistics, computed in one
@@ -373,7 +378,6 @@ struct Census<'a> {
 impl<'a> Census<'a> {
     fn new(root: &NodeRef<'a>) -> Self {
         let mut entries: Vec<Entry<'a>> = Vec::new();
-        let mut parents: Vec<Option<usize>> = Vec::new();
         // (node, parent entry, inside a link, inside a table)
         let mut stack: Vec<(NodeRef<'a>, Option<usize>, bool, bool)> = root
             .children_it(true)
@@ -382,12 +386,11 @@ impl<'a> Census<'a> {
         while let Some((node, parent, in_link, in_table)) = stack.pop() {
             if node.is_text() {
                 if let Some(p) = parent {
-                    let text = node.text();
-                    let chars = text.chars().filter(|c| !c.is_whitespace()).count();
+                    let (chars, words) = measure(&node.text());
                     let entry = &mut entries[p];
                     entry.own_chars += chars;
                     entry.stats.chars += chars;
-                    entry.stats.words += count_words(&text);
+                    entry.stats.words += words;
                     if in_link {
                         entry.stats.link_chars += chars;
                     }
@@ -417,7 +420,12 @@ impl<'a> Census<'a> {
                 stats.tables = 1;
             }
             let index = entries.len();
-            let children: Vec<NodeRef<'a>> = node.children_it(true).collect();
+            // a script's or style's text is never read (rule 1 drops the element whole)
+            if !RAW_TEXT_TAGS.contains(&name.as_str()) {
+                for child in node.children_it(true) {
+                    stack.push((child, Some(index), in_link || is_link, in_table));
+                }
+            }
             entries.push(Entry {
                 node,
                 name,
@@ -428,11 +436,8 @@ impl<'a> Census<'a> {
                 body_inside: false,
                 own_chars: 0,
                 in_table,
+                parent,
             });
-            parents.push(parent);
-            for child in children {
-                stack.push((child, Some(index), in_link || is_link, in_table));
-            }
         }
         // children come after their parent: a reverse sweep completes every subtree
         for i in (0..entries.len()).rev() {
@@ -443,7 +448,7 @@ impl<'a> Census<'a> {
                 entry.leaf && heading_level_of(&entry.name).is_none() && entry.stats.is_body();
             let (stats, end, body) = (entry.stats, entry.end, entry.body_inside);
             let block_below = block || entry.block_inside;
-            if let Some(p) = parents[i] {
+            if let Some(p) = entry.parent {
                 let parent = &mut entries[p];
                 parent.stats.add(&stats);
                 parent.end = parent.end.max(end);
@@ -494,12 +499,33 @@ impl<'a> Census<'a> {
 /// without spaces) counts one word per two characters, so thresholds in words mean the
 /// same amount of text in Chinese or Japanese as in English.
 fn count_words(text: &str) -> usize {
-    text.split_whitespace()
-        .map(|token| {
-            let cjk = token.chars().filter(|&c| is_cjk(c)).count();
-            if cjk == 0 { 1 } else { cjk.div_ceil(2).max(1) }
-        })
-        .sum()
+    measure(text).1
+}
+
+/// The characters of `text` that are not whitespace, and its words ([`count_words`]), in
+/// one pass.
+fn measure(text: &str) -> (usize, usize) {
+    let (mut chars, mut words) = (0, 0);
+    // (inside a token, CJK characters in it)
+    let (mut in_token, mut cjk) = (false, 0usize);
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if in_token {
+                words += if cjk == 0 { 1 } else { cjk.div_ceil(2) };
+            }
+            (in_token, cjk) = (false, 0);
+        } else {
+            chars += 1;
+            in_token = true;
+            if is_cjk(c) {
+                cjk += 1;
+            }
+        }
+    }
+    if in_token {
+        words += if cjk == 0 { 1 } else { cjk.div_ceil(2) };
+    }
+    (chars, words)
 }
 
 fn is_cjk(c: char) -> bool {
@@ -565,22 +591,28 @@ pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             return false;
         }
         FURNITURE_TAGS.contains(&e.name.as_str())
-            || n.has_attr("hidden")
-            || n.attr("aria-hidden")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            || is_hidden(n)
             || n.attr("role").is_some_and(|r| {
                 r.split_whitespace()
                     .any(|r| NON_CONTENT_ROLES.contains(&r.to_ascii_lowercase().as_str()))
             })
-            || n.attr("style").is_some_and(|s| {
-                let s: String = s
-                    .chars()
-                    .filter(|c| !c.is_whitespace())
-                    .collect::<String>()
-                    .to_ascii_lowercase();
-                s.contains("display:none") || s.contains("visibility:hidden")
-            })
     })
+}
+
+/// Whether the element is hidden by its own attributes: `hidden`, `aria-hidden="true"`,
+/// or a `style` with `display:none` / `visibility:hidden`.
+fn is_hidden(n: &NodeRef<'_>) -> bool {
+    n.has_attr("hidden")
+        || n.attr("aria-hidden")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || n.attr("style").is_some_and(|s| {
+            let s: String = s
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>()
+                .to_ascii_lowercase();
+            s.contains("display:none") || s.contains("visibility:hidden")
+        })
 }
 
 // ------------------------------------------------------------------ rule 2
@@ -1062,9 +1094,21 @@ pub(crate) fn drop_boilerplate_text<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> 
 /// an earlier block is dropped (a caption repeated once per image, a pull quote); the first
 /// copy stays. Longer paragraphs may repeat (a refrain, a quoted passage), and so may
 /// headings (`Pros`, `Cons` under every product), table cells and list items (a timetable
-/// says `Rest` every Monday).
+/// says `Rest` every Monday), code (a tutorial runs the same command twice), a lead-in
+/// line ending in a colon (`Then edit the configuration:` before each listing) and a line
+/// of dialogue (a quoted refrain in a story).
 pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
+    let in_code = |block: &Entry<'_>| {
+        let mut at = Some(block);
+        while let Some(e) = at {
+            if matches!(e.name.as_str(), "pre" | "code") {
+                return true;
+            }
+            at = e.parent.map(|p| &census.entries[p]);
+        }
+        false
+    };
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut doomed = Vec::new();
     for block in census.leaf_blocks() {
@@ -1072,10 +1116,16 @@ pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             || matches!(block.name.as_str(), "td" | "th" | "tr" | "li" | "dt" | "dd")
             || heading_level_of(&block.name).is_some()
             || block.in_table
+            || in_code(block)
         {
             continue;
         }
-        let count = seen.entry(norm_text(&block.node)).or_insert(0);
+        let text = norm_text(&block.node);
+        // a lead-in to what follows, or a line of dialogue (a refrain in a story)
+        if text.ends_with(':') || text.starts_with(['"', '\u{201c}', '\u{00ab}']) {
+            continue;
+        }
+        let count = seen.entry(text).or_insert(0);
         *count += 1;
         if *count > 1 {
             doomed.push(block.node);
@@ -1366,6 +1416,243 @@ pub(crate) fn drop_orphan_headings<'a>(
         }
     }
     doomed
+}
+
+// ------------------------------------------------------------------ candidate widening
+
+/// Elements whose text is never prose nor read by a rule: the census does not walk into
+/// them (a page before readability still has its scripts, some of them large).
+const RAW_TEXT_TAGS: &[&str] = &["script", "style", "noscript", "template"];
+
+impl Census<'_> {
+    /// Prefix sums, in document order, of the characters of body paragraphs ("prose"):
+    /// entry `i`'s subtree holds `p[end] - p[i]` (text inside [`RAW_TEXT_TAGS`] is not
+    /// counted by the census).
+    fn prose_prefix(&self) -> Vec<usize> {
+        let entries = &self.entries;
+        let mut prose_at = vec![0usize; entries.len() + 1];
+        let mut i = 0;
+        while i < entries.len() {
+            let e = &entries[i];
+            if e.leaf {
+                if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+                    prose_at[i + 1] = e.stats.chars;
+                }
+                i = e.end;
+            } else {
+                i += 1;
+            }
+        }
+        for i in 0..entries.len() {
+            prose_at[i + 1] += prose_at[i];
+        }
+        prose_at
+    }
+}
+
+/// The characters of body paragraphs under `root` (text in scripts and styles excluded).
+pub(crate) fn prose_chars(root: &NodeRef<'_>) -> usize {
+    Census::new(root)
+        .prose_prefix()
+        .last()
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Readability.js's words for an element that is unlikely to hold the article, matched
+/// anywhere in its `class` and `id` (a generic list of kinds of furniture).
+const UNLIKELY_WORDS: &[&str] = &[
+    "-ad-",
+    "ai2html",
+    "banner",
+    "breadcrumbs",
+    "combx",
+    "comment",
+    "community",
+    "cover-wrap",
+    "disqus",
+    "extra",
+    "footer",
+    "gdpr",
+    "header",
+    "legends",
+    "menu",
+    "related",
+    "remark",
+    "replies",
+    "rss",
+    "shoutbox",
+    "sidebar",
+    "skyscraper",
+    "social",
+    "sponsor",
+    "supplemental",
+    "ad-break",
+    "agegate",
+    "pagination",
+    "pager",
+    "popup",
+    "yom-remote",
+];
+/// Readability.js's words that clear an [`UNLIKELY_WORDS`] match (`main-footer-content`).
+const MAYBE_WORDS: &[&str] = &[
+    "and", "article", "body", "column", "content", "layout", "main", "mathjax", "shadow",
+];
+
+/// Removes what readability's first pass strips as unlikely candidates (its
+/// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers): elements whose
+/// `class` or `id` holds one of [`UNLIKELY_WORDS`] and none of [`MAYBE_WORDS`], outside
+/// tables and code, except an `<article>` or `<main>` holding at least half the page's
+/// prose (`page_prose`): a class word such as `template-with-sidebar` on the article's own
+/// element does not make it furniture. One walk, however deep the page nests.
+pub(crate) fn strip_unlikely(body: &NodeRef<'_>, page_prose: usize) {
+    let census = Census::new(body);
+    let prose_at = census.prose_prefix();
+    let entries = &census.entries;
+    // whether an element is a table or code block, or inside one: parents come first
+    let mut sheltered = vec![false; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        sheltered[i] =
+            matches!(e.name.as_str(), "table" | "code") || e.parent.is_some_and(|p| sheltered[p]);
+    }
+    let doomed = census.sweep(|i, e| {
+        if e.name == "a" || e.parent.is_some_and(|p| sheltered[p]) {
+            return false;
+        }
+        let hay = format!(
+            "{} {}",
+            e.node.attr("class").unwrap_or_default(),
+            e.node.attr("id").unwrap_or_default()
+        )
+        .to_lowercase();
+        UNLIKELY_WORDS.iter().any(|w| hay.contains(w))
+            && !MAYBE_WORDS.iter().any(|w| hay.contains(w))
+            && !(matches!(e.name.as_str(), "article" | "main")
+                && (prose_at[e.end] - prose_at[i]) * 2 >= page_prose)
+    });
+    remove_all(&doomed);
+}
+
+/// A hidden element holding at least this share of the page's prose is shown.
+const HIDDEN_PROSE_SHARE: f64 = 0.5;
+
+/// The page's prose ([`prose_chars`] of `body`), after showing a hidden element that holds
+/// at least [`HIDDEN_PROSE_SHARE`] of it: a page rendered on the server in streamed parts
+/// ships the article in a hidden element that a script moves into place, and readability
+/// (which drops hidden elements) would then never see it.
+pub(crate) fn show_hidden_article(body: &NodeRef<'_>) -> usize {
+    let census = Census::new(body);
+    let prose_at = census.prose_prefix();
+    let total = prose_at.last().copied().unwrap_or(0);
+    let need = HIDDEN_PROSE_SHARE * total as f64;
+    let shown = census.sweep(|i, e| {
+        total > 0 && is_hidden(&e.node) && (prose_at[e.end] - prose_at[i]) as f64 >= need
+    });
+    for n in shown {
+        n.remove_attrs(&["hidden", "aria-hidden", "style"]);
+    }
+    total
+}
+
+/// Readability's article is kept as it is when it holds at least this share of the page's
+/// prose (the characters of its body paragraphs).
+pub(crate) const ARTICLE_MIN_PROSE_SHARE: f64 = 0.5;
+
+/// When it holds less, the article becomes the smallest element holding at least this
+/// share of the page's prose.
+const CONTAINER_PROSE_SHARE: f64 = 0.8;
+
+/// ... when at least this share of the prose that element adds sits in blocks shaped like
+/// the article's own (the same tag and `class`): more sections of the same article.
+const SHAPED_PROSE_SHARE: f64 = 0.4;
+
+/// The element to render instead of readability's `article` element, or `None` to keep it.
+///
+/// Readability scores paragraphs and their near ancestors, picks the best-scoring element
+/// and joins the siblings that score well beside it. On a page whose article is split into
+/// sections, each its own container several levels down, that is one section: the others
+/// are too far up to share its score and are not its siblings. Measured on the page
+/// readability leaves (`scope`, its `<body>`, after its removal of unlikely candidates),
+/// in characters of body paragraphs ("prose"): when the article holds under
+/// [`ARTICLE_MIN_PROSE_SHARE`] of the page's prose, the smallest element holding
+/// [`CONTAINER_PROSE_SHARE`] of it is rendered instead, provided it contains the article
+/// and at least [`SHAPED_PROSE_SHARE`] of the prose it adds sits in elements with the same
+/// tag and `class` as the article's blocks or the article's ancestors below it (sibling
+/// sections of one template). Prose in blocks of another shape (teaser cards, a
+/// newsletter box, testimonials) never widens the article.
+pub(crate) fn prose_container<'a>(
+    scope: &NodeRef<'a>,
+    article: &NodeRef<'a>,
+) -> Option<NodeRef<'a>> {
+    let census = Census::new(scope);
+    let entries = &census.entries;
+    let prose_at = census.prose_prefix();
+    let prose = |i: usize| prose_at[entries[i].end] - prose_at[i];
+    let total = prose_at[entries.len()];
+    let at = entries.iter().position(|e| e.node.id == article.id)?;
+    if total == 0 || prose(at) as f64 >= ARTICLE_MIN_PROSE_SHARE * total as f64 {
+        return None;
+    }
+    let need = CONTAINER_PROSE_SHARE * total as f64;
+    // the elements holding more than half the prose form one chain; the deepest is last
+    let ci = (0..entries.len())
+        .rev()
+        .find(|&i| prose(i) as f64 >= need)?;
+    let inside = |outer: usize, i: usize| outer <= i && i < entries[outer].end;
+    if !inside(ci, at) || ci == at {
+        return None;
+    }
+    // the shapes (tag and class) of the article's blocks and of its ancestors below the
+    // container
+    let shape = |i: usize| {
+        let class = entries[i].node.attr("class");
+        let words = class.map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "));
+        words
+            .filter(|w| !w.is_empty())
+            .map(|w| (entries[i].name.clone(), w))
+    };
+    let mut shapes: HashSet<(String, String)> = HashSet::new();
+    let mut up = entries[at].parent;
+    while let Some(p) = up.filter(|&p| p != ci) {
+        shapes.extend(shape(p));
+        up = entries[p].parent;
+    }
+    let mut child = at + 1;
+    while child < entries[at].end {
+        shapes.extend(shape(child));
+        child = entries[child].end;
+    }
+    // whether an element below the container has one of those shapes or sits in one that
+    // does (parents come first, so one forward pass)
+    let end = entries[ci].end;
+    let mut shaped_at = vec![false; end - ci];
+    for i in ci + 1..end {
+        let parent_shaped = entries[i]
+            .parent
+            .is_some_and(|p| p > ci && shaped_at[p - ci]);
+        shaped_at[i - ci] = parent_shaped || shape(i).is_some_and(|k| shapes.contains(&k));
+    }
+    let (mut extra, mut shaped) = (0usize, 0usize);
+    let mut i = ci + 1;
+    while i < end {
+        if i == at {
+            i = entries[at].end;
+            continue;
+        }
+        let e = &entries[i];
+        if e.leaf {
+            if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+                extra += e.stats.chars;
+                if shaped_at[i - ci] {
+                    shaped += e.stats.chars;
+                }
+            }
+            i = e.end;
+        } else {
+            i += 1;
+        }
+    }
+    ((shaped as f64) >= SHAPED_PROSE_SHARE * extra as f64).then_some(entries[ci].node)
 }
 
 // ------------------------------------------------------------------ rendering
@@ -1805,6 +2092,16 @@ mod tests {
     }
 
     #[test]
+    fn text_is_measured_in_characters_and_words() {
+        assert_eq!(measure(""), (0, 0));
+        assert_eq!(measure("  two words \n"), (8, 2));
+        // a run of CJK characters counts one word per two
+        assert_eq!(measure("東京は 雨"), (4, 3));
+        assert_eq!(measure("a東"), (2, 1));
+        assert_eq!(count_words("one, two; three"), 3);
+    }
+
+    #[test]
     fn deep_nesting_does_not_overflow() {
         let depth = 5_000;
         let html = format!("{}{BODY}{}", "<div>".repeat(depth), "</div>".repeat(depth));
@@ -1815,5 +2112,32 @@ mod tests {
         let root = *root.nodes().first().unwrap();
         clean_article(&root, "A title", None);
         assert!(norm_text(&root).contains("the council voted"));
+    }
+
+    #[test]
+    fn the_selection_steps_walk_deep_nesting_without_recursion() {
+        let depth = 5_000;
+        let section = format!(
+            "<div class=part>{}<p id=one>{}</p></div>",
+            "<div class=wrap>".repeat(depth),
+            &BODY[3..BODY.len() - 4]
+        ) + &"</div>".repeat(depth);
+        let doc = Document::from(format!(
+            "<html><body><div class=page>{section}{}</div>\
+             <div class=comment-list>{BODY}</div></body></html>",
+            format!("<div class=part>{BODY}</div>").repeat(3)
+        ));
+        let body = *doc.select_single("body").nodes().first().unwrap();
+        let total = show_hidden_article(&body);
+        let one_part = prose_chars(&doc.select(".part").nodes()[1]);
+        assert!(one_part > 0);
+        assert_eq!(total, 5 * one_part);
+        // the deep paragraph holds a fifth of the prose, the page's column four fifths
+        let one = *doc.select_single("#one").nodes().first().unwrap();
+        let wider = prose_container(&body, &one).expect("the page column");
+        assert_eq!(wider.attr("class").as_deref(), Some("page"));
+        strip_unlikely(&body, total);
+        assert!(doc.select(".comment-list").is_empty());
+        assert_eq!(prose_chars(&body), 4 * one_part);
     }
 }

@@ -6,7 +6,8 @@
 
 use std::fmt;
 
-use dom_smoothie::{Config, Readability, TextMode};
+use dom_query::NodeRef;
+use dom_smoothie::{Config, ParsePolicy, Readability, TextMode};
 
 use crate::cleanup::{self, Dropped};
 
@@ -90,7 +91,9 @@ pub fn html_to_markdown(
 /// The readability path alone: `None` when no article of at least
 /// [`MIN_ARTICLE_CHARS`] characters is found.
 ///
-/// After readability picks the article element, the content-level cleanup rules (see
+/// After readability picks the article element (widened to the sections' common container
+/// when it holds one section of a longer article: the crate README, "Candidate
+/// selection"), the content-level cleanup rules (see
 /// the crate README, "Article cleanup") drop what that element holds besides the article:
 /// captions and galleries, related-link lists, newsletter and author boxes, embedded
 /// frames, repeated blocks, and the headline repeated as the first body line. The Markdown
@@ -151,16 +154,63 @@ fn article_markdown(
         text_mode: TextMode::Raw,
         ..Config::default()
     };
-    let mut reader = Readability::new(html, base_url, Some(cfg()))
-        .or_else(|_| Readability::new(html, None, Some(cfg())))
-        .ok()?;
+    let new_reader = || {
+        Readability::new(html, base_url, Some(cfg()))
+            .or_else(|_| Readability::new(html, None, Some(cfg())))
+            .ok()
+    };
+    let mut reader = new_reader()?;
     let headings = first_headings(&reader.doc);
+    let page_prose = reader
+        .doc
+        .select_single("body")
+        .nodes()
+        .first()
+        .map_or(0, cleanup::show_hidden_article);
     let article = reader.parse().ok()?;
+    let first = chosen_root(&reader, page_prose)?;
+    let weak = (first.prose as f64) < RETRY_BELOW_PROSE_SHARE * page_prose as f64;
+    // readability's cleaning (its class weights, rather) threw the article away: once more
+    // without class weights, the unlikely candidates stripped as before
+    let retry = weak
+        .then(|| {
+            let mut other = new_reader()?;
+            if let Some(body) = other.doc.select_single("body").nodes().first() {
+                cleanup::show_hidden_article(body);
+                cleanup::strip_unlikely(body, page_prose);
+            }
+            let found = other.parse_with_policy(ParsePolicy::Clean).ok()?;
+            Some((other, found))
+        })
+        .flatten();
+    let (
+        Chosen {
+            picked, container, ..
+        },
+        article,
+    ) = match retry
+        .as_ref()
+        .and_then(|(other, found)| Some((chosen_root(other, page_prose)?, found)))
+    {
+        Some((second, found))
+            if second.prose > 0 && second.prose as f64 >= RETRY_MIN_GAIN * first.prose as f64 =>
+        {
+            (second, found)
+        }
+        _ => (first, &article),
+    };
     if article.text_content.trim().chars().count() < MIN_ARTICLE_CHARS {
         return None;
     }
-    let root = reader.doc.select_single(ARTICLE_ROOT);
-    let root = root.nodes().first()?;
+    let root = match container {
+        Some(container) => {
+            restore_order(&picked, html);
+            absolute_links(&container, base_url);
+            container
+        }
+        None => picked,
+    };
+    let root = &root;
     let title = site_free_title(article.title.trim(), &headings);
     if let Cleanup::Apply(trace) = cleanup {
         cleanup::clean_article(root, title, trace);
@@ -175,6 +225,52 @@ fn article_markdown(
     } else {
         format!("# {title}\n\n{body}")
     }))
+}
+
+/// A second readability pass runs when the first one's article (widened as
+/// [`cleanup::prose_container`] says) holds under this share of the page's prose.
+const RETRY_BELOW_PROSE_SHARE: f64 = 0.5;
+
+/// The second pass's article replaces the first's when it holds at least this many times
+/// its prose.
+const RETRY_MIN_GAIN: f64 = 2.0;
+
+/// What a readability pass chose to render.
+struct Chosen<'d> {
+    /// Readability's article element.
+    picked: NodeRef<'d>,
+    /// The wider element to render instead, if any ([`cleanup::prose_container`]).
+    container: Option<NodeRef<'d>>,
+    /// The prose (characters of body paragraphs) of what would be rendered.
+    prose: usize,
+}
+
+/// What `reader` (after its pass) would render: `None` when it has no article element.
+/// `page_prose` is the page's prose before readability: an article holding
+/// [`cleanup::ARTICLE_MIN_PROSE_SHARE`] of it holds at least that share of what readability
+/// left, so the page is not measured again.
+fn chosen_root(reader: &Readability, page_prose: usize) -> Option<Chosen<'_>> {
+    let picked = *reader.doc.select_single(ARTICLE_ROOT).nodes().first()?;
+    let own = cleanup::prose_chars(&picked);
+    if own as f64 >= cleanup::ARTICLE_MIN_PROSE_SHARE * page_prose as f64 {
+        return Some(Chosen {
+            picked,
+            container: None,
+            prose: own,
+        });
+    }
+    let container = reader
+        .doc
+        .select_single("body")
+        .nodes()
+        .first()
+        .and_then(|body| cleanup::prose_container(body, &picked));
+    let prose = container.as_ref().map_or(own, cleanup::prose_chars);
+    Some(Chosen {
+        picked,
+        container,
+        prose,
+    })
 }
 
 /// How many of the page's `<h1>` texts are kept to refine the title.
@@ -221,19 +317,69 @@ fn site_free_title<'a>(title: &'a str, headings: &'a [String]) -> &'a str {
 /// other non-content elements. Links and images are made absolute against `base_url`.
 pub fn whole_page_markdown(html: &str, base_url: Option<&str>) -> String {
     let doc = dom_query::Document::from(html);
-    if let Some(base) = base_url.and_then(|b| url::Url::parse(b).ok()) {
-        for (selector, attr) in [("a[href]", "href"), ("img[src]", "src")] {
-            for node in doc.select(selector).nodes() {
-                let Some(value) = node.attr(attr) else {
-                    continue;
-                };
-                if let Ok(abs) = base.join(value.trim()) {
-                    node.set_attr(attr, abs.as_str());
-                }
+    if let Some(root) = doc.root().first_element_child() {
+        absolute_links(&root, base_url);
+    }
+    doc.md(Some(NOT_RENDERED)).trim().to_owned()
+}
+
+/// Puts the blocks readability gathered into `article` back where they stood in the page.
+///
+/// Readability moves its top candidate and the siblings it joins into a new element at the
+/// end of their parent; when a wider container is rendered instead, that would move one
+/// section of the article behind the others. A fresh parse of the same `html` has the
+/// same node ids, so each block goes back after the nearest of its former previous
+/// siblings still in that parent (or first, when none is). Elements readability made
+/// itself (not in the fresh parse) stay where they are, as does the article element if anything
+/// is left in it.
+fn restore_order(article: &dom_query::NodeRef<'_>, html: &str) {
+    let Some(parent) = article.parent() else {
+        return;
+    };
+    let pristine = dom_query::Document::from(html);
+    for block in article.element_children() {
+        let before = dom_query::NodeRef::new(block.id, &pristine.tree);
+        if !before.is_element() {
+            // past the fresh parse's nodes: an element readability made
+            continue;
+        }
+        let mut anchor = before.prev_sibling();
+        let mut placed = false;
+        while let Some(prev) = anchor {
+            let now = dom_query::NodeRef::new(prev.id, article.tree);
+            if now.parent().is_some_and(|p| p.id == parent.id) {
+                now.insert_after(&block);
+                placed = true;
+                break;
+            }
+            anchor = prev.prev_sibling();
+        }
+        if !placed {
+            parent.prepend_child(&block);
+        }
+    }
+    if article.children().is_empty() {
+        article.remove_from_parent();
+    }
+}
+
+/// Makes the links and images under `root` absolute against `base_url` (readability does
+/// this for its own article only).
+fn absolute_links(root: &dom_query::NodeRef<'_>, base_url: Option<&str>) {
+    let Some(base) = base_url.and_then(|b| url::Url::parse(b).ok()) else {
+        return;
+    };
+    let root = dom_query::Selection::from(*root);
+    for (selector, attr) in [("a[href]", "href"), ("img[src]", "src")] {
+        for node in root.select(selector).nodes() {
+            let Some(value) = node.attr(attr) else {
+                continue;
+            };
+            if let Ok(abs) = base.join(value.trim()) {
+                node.set_attr(attr, abs.as_str());
             }
         }
     }
-    doc.md(Some(NOT_RENDERED)).trim().to_owned()
 }
 
 #[cfg(test)]

@@ -145,6 +145,38 @@ fn a_caption_repeated_once_per_image_is_kept_once_at_most() {
     assert!(md.matches("route display").count() <= 1, "{md}");
 }
 
+/// The article with `block` amid its body, then `copies - 1` more copies after it (the
+/// body kept whole).
+fn article_repeating(block: &str, copies: usize) -> String {
+    let (first, rest) = split_body("<p>Residents");
+    let more = block.repeat(copies - 1);
+    let md = article(&page(
+        "Council expands bus network",
+        &format!("{first}{block}{rest}{more}"),
+    ));
+    assert_body_kept(&md);
+    md
+}
+
+#[test]
+fn a_command_and_its_lead_in_repeated_in_a_tutorial_are_content() {
+    // the same command in two listings, each introduced by the same line: neither is a
+    // caption repeated per image
+    let md = article_repeating(
+        "<p>Then open the timetable file of the depot:</p>\
+         <div class=\"highlight\"><pre>$ transit edit --depot north --local</pre></div>",
+        2,
+    );
+    assert_eq!(md.matches("transit edit --depot north").count(), 2, "{md}");
+    assert_eq!(md.matches("timetable file of the depot").count(), 2, "{md}");
+}
+
+#[test]
+fn a_line_of_dialogue_repeated_in_a_story_is_content() {
+    let md = article_repeating("<p>\u{201c}I would rather take the bus.\u{201d}</p>", 3);
+    assert_eq!(md.matches("rather take the bus").count(), 3, "{md}");
+}
+
 #[test]
 fn related_content_and_a_table_of_contents_in_and_after_the_article_are_dropped() {
     let (first, rest) = split_body("<p>Residents");
