@@ -76,7 +76,8 @@ pin 1 "$NGINX" -p "$LB_DIR" -c "$LB_DIR/nginx.conf" -e "$LB_DIR/logs/error.log" 
 PIDS+=($!)
 pin 1 "$REDIS" --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
     --dir "$WORK" >/dev/null 2>&1 &
-PIDS+=($!)
+REDIS_PID=$!
+PIDS+=($REDIS_PID)
 
 gateway() { # gateway NAME PORT STORE-TABLE: starts one replica in the background
     mkdir -p "$WORK/$1/profiles"
@@ -108,7 +109,9 @@ TOML
     pin 1 "$GATEWAY_BIN" serve "$WORK/$1/gateway.toml" --profile main \
         >"$WORK/$1/stdout" 2>"$WORK/$1/stderr" &
     PIDS+=($!)
+    GW_PID[$1]=$!
 }
+declare -A GW_PID
 
 wait_port "$UP_PORT"
 wait_port "$REDIS_PORT"
@@ -129,7 +132,8 @@ check_answers "$LOCAL_PORT" "${SHARED_PORTS[@]}" "${LB_PORTS[@]}"
 status=$(curl -sS -H 'Authorization: Bearer bench-key' "http://127.0.0.1:${SHARED_PORTS[0]}/admin/status")
 [[ $status == *'"mode":"shared"'* ]] || { echo "replica 1 is not shared: $status" >&2; exit 1; }
 
-declare -A RPS P64 P1
+declare -A RPS P64 P1 GWCPU RCPU
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
 PATHS=(local shared lb1 lb2 lb3)
 declare -A PORT=([local]=$LOCAL_PORT [shared]=${SHARED_PORTS[0]} [lb1]=${LB_PORTS[0]} [lb2]=${LB_PORTS[1]} [lb3]=${LB_PORTS[2]})
 N=${#PATHS[@]}
@@ -139,7 +143,15 @@ done
 for round in $(seq 1 "$ROUNDS"); do
     order=("${PATHS[@]:$((round % N))}" "${PATHS[@]:0:$((round % N))}")
     for path in "${order[@]}"; do
-        read -r rps p64 bad err _ < <(run_wrk "${PORT[$path]}" 64 2)
+        gw_pid=${GW_PID[$([[ $path == local ]] && echo local || echo shared0)]}
+        gw_before=$(cpu_ticks "$gw_pid")
+        redis_before=$(cpu_ticks "$REDIS_PID")
+        read -r rps p64 bad err total < <(run_wrk "${PORT[$path]}" 64 2)
+        if [[ $path == local || $path == shared ]]; then
+            # CPU per request at 64 connections: the gateway's, and redis-server's.
+            GWCPU[$path]+="$(( ($(cpu_ticks "$gw_pid") - gw_before) * TICK_US * 1000 / (total > 0 ? total : 1) )) "
+            RCPU[$path]+="$(( ($(cpu_ticks "$REDIS_PID") - redis_before) * TICK_US * 1000 / (total > 0 ? total : 1) )) "
+        fi
         [[ $bad == 0 && $err == - ]] || echo "warning: $path at 64 connections: $bad non-2xx, socket errors: $err" >&2
         RPS[$path]+="$rps "
         P64[$path]+="$p64 "
@@ -152,19 +164,22 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 python3 - "$ROUNDS" "$DURATION" "$PIN" "${RPS[local]}" "${RPS[shared]}" "${RPS[lb1]}" "${RPS[lb2]}" \
-    "${RPS[lb3]}" "${P64[local]}" "${P64[shared]}" "${P1[local]}" "${P1[shared]}" <<'PY'
+    "${RPS[lb3]}" "${P64[local]}" "${P64[shared]}" "${P1[local]}" "${P1[shared]}" \
+    "${GWCPU[local]}" "${GWCPU[shared]}" "${RCPU[local]}" "${RCPU[shared]}" <<'PY'
 import statistics, sys
 rounds, duration, pin = sys.argv[1:4]
 rps = {k: list(map(float, v.split())) for k, v in zip(["local", "shared", "lb1", "lb2", "lb3"], sys.argv[4:9])}
 p64 = {k: list(map(float, v.split())) for k, v in zip(["local", "shared"], sys.argv[9:11])}
 p1 = {k: list(map(float, v.split())) for k, v in zip(["local", "shared"], sys.argv[11:13])}
+gwcpu = {k: list(map(float, v.split())) for k, v in zip(["local", "shared"], sys.argv[13:15])}
+rcpu = {k: list(map(float, v.split())) for k, v in zip(["local", "shared"], sys.argv[15:17])}
 med = statistics.median
 print(f"wrk, {rounds} interleaved rounds x {duration}s per measurement, median round; pinned: {'yes' if pin == '1' else 'no'}")
 print()
-print("| admission | req/s at 64 conns | p50 at 64 conns (ms) | p50 at 1 conn (ms) | rounds (req/s) |")
-print("| --- | --- | --- | --- | --- |")
+print("| admission | req/s at 64 conns | p50 at 64 conns (ms) | p50 at 1 conn (ms) | gateway CPU per request (us) | redis-server CPU per request (us) | rounds (req/s) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for name, key in [("in-process (no store)", "local"), ("Redis (`[dominion_store]`)", "shared")]:
-    print(f"| {name} | {med(rps[key]):.0f} | {med(p64[key]):.3f} | {med(p1[key]):.3f} | {' '.join(f'{x:.0f}' for x in rps[key])} |")
+    print(f"| {name} | {med(rps[key]):.0f} | {med(p64[key]):.3f} | {med(p1[key]):.3f} | {med(gwcpu[key]) / 1000:.1f} | {med(rcpu[key]) / 1000:.1f} | {' '.join(f'{x:.0f}' for x in rps[key])} |")
 print()
 print(f"added by Redis admission: p50 {med(p1['shared']) - med(p1['local']):+.3f} ms at 1 connection, "
       f"{med(p64['shared']) - med(p64['local']):+.3f} ms at 64; throughput at 64 connections "
