@@ -91,6 +91,17 @@ impl Redis {
         }
     }
 
+    /// Sends the server `signal` (`STOP` freezes it: connections stay open and nothing
+    /// answers, a store that is slow rather than gone; `CONT` resumes it).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("the server is running").id();
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
     /// Whether the server answers `PING` right now (a server with a password answers
     /// that it wants one: it is up).
     pub async fn ping(&self) -> bool {

@@ -577,3 +577,29 @@ async fn the_stores_password_comes_from_the_env_file_and_is_never_shown() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_store_that_stops_answering_degrades_within_the_timeout_and_nothing_hangs() {
+    let redis = Redis::start().await;
+    let upstream = upstream_with(gated).await;
+    let boot = shared_boot(&upstream, &redis, "frozen", "max_concurrency = 1\n");
+    let gws = replicas(1, &boot).await;
+    let gw = gws[0].0.clone();
+    let holder = spawn_send(&gw, "c", "holder");
+    assert!(upstream.until(|u| u.recorded().len() == 1).await);
+    let waiter = spawn_send(&gw, "c", "waiter");
+    wait_waiting(&gw, 1).await;
+    // A frozen server: its connections stay open and nothing answers.
+    redis.signal("STOP");
+    // The replica sees the store gone within a command timeout (500 ms) and its local
+    // share (1 slot, held by the holder) admits the waiter when the holder ends.
+    all_in_mode(&gws, "degraded").await;
+    upstream.open_gate(4);
+    assert_eq!(holder.await.unwrap(), 200);
+    let answered = tokio::time::timeout(Duration::from_secs(20), waiter).await;
+    assert_eq!(answered.expect("the waiter does not hang").unwrap(), 200);
+    assert_eq!(send(&gw, "c", "during").await, 200);
+    redis.signal("CONT");
+    all_in_mode(&gws, "shared").await;
+    assert_eq!(send(&gw, "c", "after").await, 200);
+}
