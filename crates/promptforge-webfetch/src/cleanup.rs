@@ -617,8 +617,22 @@ fn is_hidden(n: &NodeRef<'_>) -> bool {
 
 // ------------------------------------------------------------------ rule 2
 
+/// Words that name an author box (a bio of the writer, with a photo and a link to their
+/// other posts) when one is a whole token of an element's `class` or `id`, as in
+/// [`HINT_WORDS`]: `author-bio`, `about_author`, `article-author-box`.
+const AUTHOR_BOX_WORDS: &[&str] = &["author", "authors", "bio", "biography"];
+
+/// The longest author box (in words) rule 2 drops although it holds a body paragraph (a
+/// bio is often long enough to count as one).
+const AUTHOR_BOX_MAX_WORDS: usize = 150;
+
 /// The furniture word `class` / `id` name, if any.
 fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
+    class_word(node, HINT_WORDS)
+}
+
+/// The first whole token of `class` / `id` that is one of `words` (see [`HINT_WORDS`]).
+fn class_word(node: &NodeRef<'_>, words: &[&'static str]) -> Option<&'static str> {
     let mut names = String::new();
     if let Some(c) = node.attr("class") {
         names.push_str(&c);
@@ -638,7 +652,7 @@ fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
         }
         // `no-caption`, `without-sidebar` say the furniture is absent
         if !matches!(previous, "no" | "without" | "has" | "with")
-            && let Some(&word) = HINT_WORDS.iter().find(|&&w| w == token)
+            && let Some(&word) = words.iter().find(|&&w| w == token)
         {
             return Some(word);
         }
@@ -650,7 +664,9 @@ fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
 /// Rule 2: an element whose `class` or `id` names a kind of furniture ([`HINT_WORDS`]) is
 /// dropped, unless it holds [`HINT_MAX_SHARE`] of the article's text or more, or holds a
 /// body paragraph, or is a heading, paragraph, list item or inline element (a hint there
-/// styles text, it does not mark a box).
+/// styles text, it does not mark a box). An author box ([`AUTHOR_BOX_WORDS`]: `author-bio`,
+/// `about_author`) goes even when its bio is long enough to count as a body paragraph,
+/// while it holds at most [`AUTHOR_BOX_MAX_WORDS`] words (and under the same share).
 pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let total: usize = census
@@ -661,12 +677,17 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         .sum();
     let limit = HINT_MAX_SHARE * total.max(1) as f64;
     census.sweep(|_, e| {
+        // a bio is long enough to count as a body paragraph: an author box goes while it
+        // stays bio-sized (a quotation's `author` class styles its attribution)
+        let author_box = e.stats.words <= AUTHOR_BOX_MAX_WORDS
+            && e.name != "blockquote"
+            && class_word(&e.node, AUTHOR_BOX_WORDS).is_some();
+        let furniture = author_box || (!e.body_inside && hint_word(&e.node).is_some());
         is_block_name(&e.name)
             && heading_level_of(&e.name).is_none()
             && !matches!(e.name.as_str(), "p" | "li")
-            && !e.body_inside
             && (e.stats.chars as f64) < limit
-            && hint_word(&e.node).is_some()
+            && furniture
     })
 }
 

@@ -261,6 +261,36 @@ state budget for the Daily Example since 2015, after a decade at the Evening Pos
 }
 
 #[test]
+fn an_author_box_named_by_its_class_is_dropped_even_when_its_bio_is_long() {
+    // a bio long enough to count as a body paragraph, in words rule 7's author-box test
+    // does not know ("has spent", no job title), marked only by the box's class
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{}
+<div class="post-author-bio"><div class="name">Maria Lopez</div>
+<p>Maria Lopez has spent twenty years following buses, trams and ferries around the region,
+and before that she ran a cycling shop, taught geography at a secondary school and wrote two
+guidebooks about walking the coast.</p></div>"#,
+            body(4)
+        ),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(&md, &["Maria Lopez", "cycling shop"]);
+}
+
+#[test]
+fn an_article_wrapped_in_an_author_class_stays() {
+    // the author-box words name a box, not the wrapper holding the article
+    let html = page(
+        "Council expands bus network",
+        &format!(r#"<div class="author-content">{}</div>"#, body(4)),
+    );
+    assert_body_kept(&article(&html));
+}
+
+#[test]
 fn iframe_text_does_not_leak_as_escaped_markup() {
     let html = page(
         "Council expands bus network",
