@@ -14,7 +14,7 @@
 //! 3. [`drop_captions_and_galleries`]: `<figcaption>`, and containers of three or more
 //!    images with little text per image and no body paragraph.
 //! 4. [`drop_link_lists`]: lists, tables and sections made mostly of links (teaser lists,
-//!    "more stories" feeds, tag lists).
+//!    "more stories" feeds, tag lists), and feeds of teaser cards after the article.
 //! 5. [`drop_boilerplate_text`]: short blocks that are page furniture by their words
 //!    (`Advertisement`, `Image 1 of 8`, `Photo: ..., AP`, `Sign up for our newsletter`,
 //!    `Read more: ...`, `All rights reserved`).
@@ -762,7 +762,8 @@ fn is_related_label(text: &str) -> bool {
 /// amid the body without such a label is article content (a list of sources, of products
 /// reviewed) and stays, and so is a list whose links spell out web addresses (a closing
 /// list of references), wherever it sits. A table of contents (every link a jump into
-/// one page) goes wherever it sits.
+/// one page) goes wherever it sits. After the last body paragraph, a feed of teaser cards
+/// ([`is_teaser_feed`]) goes whatever its link density.
 pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
@@ -784,11 +785,83 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             && e.stats.link_density() >= 0.6
             && !e.body_inside;
         if !linky {
-            return false;
+            // teasers after the article: body paragraphs before it, none after it
+            return first_body < i && last_body < e.end && is_teaser_feed(&census, i);
         }
         let at_edge = e.end <= first_body || i > last_body;
         ((at_edge || labelled_related(e)) && !is_address_list(&e.node))
             || is_table_of_contents(&e.node)
+    })
+}
+
+/// The fewest cards that make a feed of teasers.
+const TEASER_MIN_CARDS: usize = 3;
+
+/// The most words a teaser card holds (a headline, an excerpt, a date, an author).
+const TEASER_MAX_WORDS: usize = 100;
+
+/// Whether the element at census index `i` is a feed of teaser cards for other pages:
+/// at least [`TEASER_MIN_CARDS`] children of one shape (tag and `class`) holding most of
+/// its text, each a card (a link, a headline or a thumbnail, at most [`TEASER_MAX_WORDS`]
+/// words), introduced by a
+/// related-content label ([`labelled_related`]) or with an excerpt cut short by an
+/// ellipsis (`...`, `…`) in at least half of them. Excerpts often pass for body paragraphs
+/// by length, so link density alone misses such a feed.
+fn is_teaser_feed(census: &Census<'_>, i: usize) -> bool {
+    let entries = &census.entries;
+    let e = &entries[i];
+    if !is_block_name(&e.name) || e.in_table || e.stats.links < TEASER_MIN_CARDS {
+        return false;
+    }
+    // the children, grouped by shape
+    let mut shapes: Vec<(String, Option<String>, Vec<usize>)> = Vec::new();
+    let mut c = i + 1;
+    while c < e.end {
+        let child = &entries[c];
+        let class = child.node.attr("class").map(|v| v.to_string());
+        match shapes
+            .iter_mut()
+            .find(|(name, cls, _)| *name == child.name && *cls == class)
+        {
+            Some((_, _, members)) => members.push(c),
+            None => shapes.push((child.name.clone(), class, vec![c])),
+        }
+        c = child.end;
+    }
+    let Some((_, _, cards)) = shapes.into_iter().max_by_key(|(_, _, m)| m.len()) else {
+        return false;
+    };
+    let card_chars: usize = cards.iter().map(|&c| entries[c].stats.chars).sum();
+    if cards.len() < TEASER_MIN_CARDS
+        || (card_chars as f64) < 0.6 * e.stats.chars as f64
+        || !cards.iter().all(|&c| {
+            let s = &entries[c].stats;
+            s.links >= 1
+                && s.words <= TEASER_MAX_WORDS
+                && s.tables == 0
+                && (s.headings >= 1 || s.images >= 1)
+        })
+    {
+        return false;
+    }
+    let cut_short = cards
+        .iter()
+        .filter(|&&c| ends_in_ellipsis(census, c))
+        .count();
+    cut_short * 2 >= cards.len() || labelled_related(e)
+}
+
+/// Whether the longest leaf block of the element at census index `c` ends with an
+/// ellipsis (`...`, `…`, `[…]`): an excerpt cut short.
+fn ends_in_ellipsis(census: &Census<'_>, c: usize) -> bool {
+    let entries = &census.entries;
+    let longest = (c..entries[c].end)
+        .filter(|&j| entries[j].leaf)
+        .max_by_key(|&j| entries[j].stats.words);
+    longest.is_some_and(|j| {
+        let text = entries[j].node.text();
+        let text = text.trim_end_matches(|ch: char| ch.is_whitespace() || matches!(ch, ']' | ')'));
+        text.ends_with("...") || text.ends_with('…')
     })
 }
 

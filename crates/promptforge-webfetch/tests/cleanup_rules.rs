@@ -44,6 +44,14 @@ fn page(title: &str, inner: &str) -> String {
     )
 }
 
+/// [`page`] with the four body paragraphs and then `after`.
+fn body_then(after: &str) -> String {
+    page(
+        "Council expands bus network",
+        &format!("{}\n{after}", body(4)),
+    )
+}
+
 fn article(html: &str) -> String {
     let (md, how) = html_to_markdown(html, Some(URL), Rendering::Article);
     assert_eq!(how, Extraction::Readability, "{md}");
@@ -264,18 +272,12 @@ state budget for the Daily Example since 2015, after a decade at the Evening Pos
 fn an_author_box_named_by_its_class_is_dropped_even_when_its_bio_is_long() {
     // a bio long enough to count as a body paragraph, in words rule 7's author-box test
     // does not know ("has spent", no job title), marked only by the box's class
-    let html = page(
-        "Council expands bus network",
-        &format!(
-            r#"{}
-<div class="post-author-bio"><div class="name">Maria Lopez</div>
+    let md = article(&body_then(
+        r#"<div class="post-author-bio"><div class="name">Maria Lopez</div>
 <p>Maria Lopez has spent twenty years following buses, trams and ferries around the region,
 and before that she ran a cycling shop, taught geography at a secondary school and wrote two
 guidebooks about walking the coast.</p></div>"#,
-            body(4)
-        ),
-    );
-    let md = article(&html);
+    ));
     assert_body_kept(&md);
     assert_dropped(&md, &["Maria Lopez", "cycling shop"]);
 }
@@ -288,6 +290,50 @@ fn an_article_wrapped_in_an_author_class_stays() {
         &format!(r#"<div class="author-content">{}</div>"#, body(4)),
     );
     assert_body_kept(&article(&html));
+}
+
+/// `n` cards of one shape, each a linked headline over an excerpt (long enough to pass for
+/// a body paragraph) that ends with `end`.
+fn cards(n: usize, end: &str) -> String {
+    (1..=n)
+        .map(|i| {
+            format!(
+                r#"<div class="card"><h3><a href="/stories/{i}">Story number {i} from elsewhere</a></h3>
+<p>Story {i} begins the way many stories on other pages begin, with a long first sentence
+that sets the scene, names a place and a person, and runs on until the excerpt is cut{end}</p></div>"#
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_feed_of_teaser_cards_after_the_article_is_dropped() {
+    // excerpts cut short by an ellipsis, or a feed under a related-content label
+    for feed in [
+        format!("<div>{}</div>", cards(4, "...")),
+        format!("<h2>You may also like</h2><div>{}</div>", cards(3, ".")),
+    ] {
+        let md = article(&body_then(&feed));
+        assert_body_kept(&md);
+        assert_dropped(&md, &["Story number", "other pages begin"]);
+    }
+}
+
+#[test]
+fn cards_that_are_the_article_and_cut_lines_without_a_headline_stay() {
+    // a closing run of product cards (no ellipsis, no label) is the article's own
+    let html = body_then(&format!("<div>{}</div>", cards(3, ".")));
+    assert_kept(&article(&html), &["Story number 3", "other pages begin"]);
+    // items cut short but without a headline or a thumbnail: a summary list, not cards
+    let items: String = (1..=4)
+        .map(|i| {
+            format!(
+                r#"<li class="item"><a href="/s{i}">Section {i}</a>: first topic, second topic, third topic, and more ...</li>"#
+            )
+        })
+        .collect();
+    let html = body_then(&format!("<ul>{items}</ul>"));
+    assert_kept(&article(&html), &["second topic"]);
 }
 
 #[test]
