@@ -1397,10 +1397,24 @@ fn is_numeric_date(text: &str) -> bool {
     })
 }
 
+/// The longest block (in words) that can be an affiliate disclosure above the article.
+const DISCLOSURE_MAX_WORDS: usize = 60;
+
+/// An affiliate disclosure (the lowercased text of a block): `This post contains affiliate
+/// links`, `Purchases made through our links may earn us a commission`, `As an Amazon
+/// affiliate, I earn from qualifying purchases`. Rule 7 drops one above the article, where
+/// sites put it; further down such words can be the article's subject.
+fn is_affiliate_disclosure(text: &str) -> bool {
+    (text.contains("affiliate") || text.contains("commission"))
+        && ["link", "purchase", "buy"].iter().any(|w| text.contains(w))
+}
+
 /// Rule 7: the article's edges. Before the first body paragraph (at least
 /// [`BODY_PARAGRAPH_WORDS`] words, mostly not links), a short block that is mostly links
 /// (breadcrumbs, a section row) or is a byline or dateline (`By Jane Doe`, `Updated
-/// March 3, 2024`, `5 min read`) is dropped. After the last body paragraph, an author box
+/// March 3, 2024`, `5 min read`) is dropped, and so is an affiliate disclosure
+/// ([`is_affiliate_disclosure`], up to [`DISCLOSURE_MAX_WORDS`] words; a long one is not
+/// counted as the first body paragraph). After the last body paragraph, an author box
 /// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
 /// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
 /// link (`Read more` rows, a feed of headlines) are dropped. List items and table cells are left to
@@ -1409,7 +1423,11 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let blocks = census.leaf_blocks();
     let body = |b: &Entry<'_>| heading_level_of(&b.name).is_none() && b.stats.is_body();
-    let Some(first) = blocks.iter().position(|b| body(b)) else {
+    // a disclosure long enough to pass for a body paragraph does not start the article
+    let disclosure = |b: &Entry<'_>| {
+        b.stats.words <= DISCLOSURE_MAX_WORDS && is_affiliate_disclosure(&norm_text(&b.node))
+    };
+    let Some(first) = blocks.iter().position(|b| body(b) && !disclosure(b)) else {
         return Vec::new();
     };
     // an author box long enough to pass for a body paragraph does not extend the article
@@ -1423,9 +1441,10 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         // list items and table cells are judged as lists and tables (rule 4)
         let item = matches!(block.name.as_str(), "li" | "td" | "th" | "tr" | "dt" | "dd");
         let drop = if i < first {
-            s.words <= SHORT_BLOCK_WORDS
+            (s.words <= SHORT_BLOCK_WORDS
                 && ((!item && s.links >= 1 && s.link_density() >= 0.5)
-                    || is_dateline(&norm_text(&block.node)))
+                    || is_dateline(&norm_text(&block.node))))
+                || (!item && disclosure(block))
         } else if i > last {
             (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)
                 || is_author_box(&block.node.text(), s.words)

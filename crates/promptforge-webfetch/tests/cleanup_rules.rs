@@ -337,6 +337,25 @@ fn cards_that_are_the_article_and_cut_lines_without_a_headline_stay() {
 }
 
 #[test]
+fn an_affiliate_disclosure_above_the_article_is_dropped_and_one_amid_it_stays() {
+    let disclosure = "This post contains affiliate links, which means that if you click through \
+        and make a purchase we may earn a small commission at no extra cost to you, which \
+        helps to support the site.";
+    let (first, rest) = split_body("<p>Officials");
+    let amid = "<p>Several cities pay a commission to the operator for every ticket sold \
+        through its app, and the council wants the same deal, said a spokesperson, who added \
+        that riders who buy a monthly pass would not be affected.</p>";
+    let html = page(
+        "Council expands bus network",
+        &format!("<p><em>{disclosure}</em></p>\n{first}{amid}{rest}"),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(&md, &["affiliate links"]);
+    assert_kept(&md, &["pay a commission to the operator"]);
+}
+
+#[test]
 fn iframe_text_does_not_leak_as_escaped_markup() {
     let html = page(
         "Council expands bus network",
