@@ -1129,6 +1129,13 @@ const FURNITURE_STARTS: &[&str] = &[
     "join the conversation",
     "what do you think?",
     "be the first to comment",
+    "to read the rest of",
+    "already have an account",
+    "unlock this article",
+    "this article is exclusive to",
+    "republish our articles",
+    "republish this article",
+    "since you made it to the bottom",
 ];
 
 /// Phrases that mark furniture anywhere in a short block.
@@ -1142,7 +1149,16 @@ const FURNITURE_PHRASES: &[&str] = &[
     "subscribe to our newsletter",
     "in your inbox",
     "delivered to your inbox",
+    "support our journalism",
+    "support independent journalism",
 ];
+
+/// Interface labels a caption ends with (`... Getty Images hide caption`): the block is a
+/// caption with its toggle, up to [`CAPTION_TOGGLE_WORDS`] words.
+const CAPTION_TOGGLES: &[&str] = &["hide caption", "toggle caption", "show caption"];
+
+/// The longest caption (in words) dropped for the toggle label it ends with.
+const CAPTION_TOGGLE_WORDS: usize = 60;
 
 /// `Image 1 of 8`, `Photo 3 / 12`, `2 of 10`, `1/8`: a gallery counter.
 fn is_counter(text: &str) -> bool {
@@ -1174,6 +1190,12 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
             if words <= 3 * SHORT_BLOCK_WORDS {
                 return true;
             }
+        }
+    }
+    if words <= CAPTION_TOGGLE_WORDS {
+        let end = text.trim_end_matches(|c: char| !c.is_alphanumeric());
+        if CAPTION_TOGGLES.iter().any(|t| end.ends_with(t)) {
+            return true;
         }
     }
     words <= 2 * SHORT_BLOCK_WORDS && FURNITURE_PHRASES.iter().any(|p| text.contains(p))

@@ -396,6 +396,32 @@ fn inline_teaser_lines_amid_the_body_are_dropped() {
 }
 
 #[test]
+fn a_paywall_prompt_and_a_caption_with_its_toggle_are_dropped() {
+    let (first, rest) = split_body("<p>Officials");
+    let caption = "<div><p>Buses wait at the northern terminus on Tuesday morning, where \
+        the four new routes will start and end from September onwards. Jane Roe/Getty Images \
+        hide caption</p></div>";
+    let md = article(&page(
+        "Council expands bus network",
+        &format!(
+            "{first}{caption}\n{rest}<h2>This article is exclusive to subscribers</h2>\n\
+             <p>To read the rest of this story subscribe to Daily Example Plus.</p>\n\
+             <p>Already have an account? Log in</p>"
+        ),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "northern terminus",
+            "exclusive to",
+            "rest of this story",
+            "Log in",
+        ],
+    );
+}
+
+#[test]
 fn iframe_text_does_not_leak_as_escaped_markup() {
     let html = page(
         "Council expands bus network",
