@@ -627,12 +627,17 @@ const AUTHOR_BOX_WORDS: &[&str] = &["author", "authors", "bio", "biography"];
 const AUTHOR_BOX_MAX_WORDS: usize = 150;
 
 /// The furniture word `class` / `id` name, if any.
+#[cfg(test)]
 fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
-    class_word(node, HINT_WORDS)
+    class_hints(node).0
 }
 
-/// The first whole token of `class` / `id` that is one of `words` (see [`HINT_WORDS`]).
-fn class_word(node: &NodeRef<'_>, words: &[&'static str]) -> Option<&'static str> {
+/// What `class` / `id` name, in one scan of their whole tokens (split on anything that
+/// is not an ASCII letter or digit, lowercased): the first furniture word
+/// ([`HINT_WORDS`]), and whether an author-box word ([`AUTHOR_BOX_WORDS`]) is among them.
+/// A token after `no`, `without`, `has` or `with` does not count (`no-caption`,
+/// `without-sidebar` say the furniture is absent).
+fn class_hints(node: &NodeRef<'_>) -> (Option<&'static str>, bool) {
     let mut names = String::new();
     if let Some(c) = node.attr("class") {
         names.push_str(&c);
@@ -641,8 +646,9 @@ fn class_word(node: &NodeRef<'_>, words: &[&'static str]) -> Option<&'static str
         names.push(' ');
         names.push_str(&i);
     }
+    let (mut hint, mut author) = (None, false);
     if names.is_empty() {
-        return None;
+        return (hint, author);
     }
     let lower = names.to_ascii_lowercase();
     let mut previous = "";
@@ -650,15 +656,15 @@ fn class_word(node: &NodeRef<'_>, words: &[&'static str]) -> Option<&'static str
         if token.is_empty() {
             continue;
         }
-        // `no-caption`, `without-sidebar` say the furniture is absent
-        if !matches!(previous, "no" | "without" | "has" | "with")
-            && let Some(&word) = words.iter().find(|&&w| w == token)
-        {
-            return Some(word);
+        if !matches!(previous, "no" | "without" | "has" | "with") {
+            if hint.is_none() {
+                hint = HINT_WORDS.iter().find(|&&w| w == token).copied();
+            }
+            author |= AUTHOR_BOX_WORDS.contains(&token);
         }
         previous = token;
     }
-    None
+    (hint, author)
 }
 
 /// Rule 2: an element whose `class` or `id` names a kind of furniture ([`HINT_WORDS`]) is
@@ -677,17 +683,18 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         .sum();
     let limit = HINT_MAX_SHARE * total.max(1) as f64;
     census.sweep(|_, e| {
+        if !is_block_name(&e.name)
+            || heading_level_of(&e.name).is_some()
+            || matches!(e.name.as_str(), "p" | "li")
+            || (e.stats.chars as f64) >= limit
+        {
+            return false;
+        }
+        let (hint, author) = class_hints(&e.node);
         // a bio is long enough to count as a body paragraph: an author box goes while it
         // stays bio-sized (a quotation's `author` class styles its attribution)
-        let author_box = e.stats.words <= AUTHOR_BOX_MAX_WORDS
-            && e.name != "blockquote"
-            && class_word(&e.node, AUTHOR_BOX_WORDS).is_some();
-        let furniture = author_box || (!e.body_inside && hint_word(&e.node).is_some());
-        is_block_name(&e.name)
-            && heading_level_of(&e.name).is_none()
-            && !matches!(e.name.as_str(), "p" | "li")
-            && (e.stats.chars as f64) < limit
-            && furniture
+        let author_box = author && e.stats.words <= AUTHOR_BOX_MAX_WORDS && e.name != "blockquote";
+        author_box || (!e.body_inside && hint.is_some())
     })
 }
 
