@@ -19,7 +19,7 @@
 //!    (`Advertisement`, `Image 1 of 8`, `Photo: ..., AP`, `Sign up for our newsletter`,
 //!    `Read more: ...`, `All rights reserved`).
 //! 6. [`drop_repeated_blocks`]: a block whose text already appeared (a caption repeated per
-//!    image, a pull quote), and a passage of body paragraphs the page ships again.
+//!    image, a pull quote).
 //! 7. [`drop_edge_furniture`]: at the article's start, breadcrumbs and link rows before the
 //!    first body paragraph; at its end, author boxes, date stamps and short link-dense
 //!    blocks after the last body paragraph.
@@ -1235,8 +1235,7 @@ pub(crate) fn drop_boilerplate_text<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> 
 /// headings (`Pros`, `Cons` under every product), table cells and list items (a timetable
 /// says `Rest` every Monday), code (a tutorial runs the same command twice), a lead-in
 /// line ending in a colon (`Then edit the configuration:` before each listing) and a line
-/// of dialogue (a quoted refrain in a story). A repeated passage of body paragraphs goes
-/// too ([`repeated_passages`]).
+/// of dialogue (a quoted refrain in a story).
 pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let in_code = |block: &Entry<'_>| {
@@ -1250,9 +1249,8 @@ pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         false
     };
     let mut seen: HashMap<String, usize> = HashMap::new();
-    let blocks = census.leaf_blocks();
-    let mut doomed = repeated_passages(&blocks);
-    for block in blocks {
+    let mut doomed = Vec::new();
+    for block in census.leaf_blocks() {
         if !(3..=REPEAT_MAX_WORDS).contains(&block.stats.words)
             || matches!(block.name.as_str(), "td" | "th" | "tr" | "li" | "dt" | "dd")
             || heading_level_of(&block.name).is_some()
@@ -1270,45 +1268,6 @@ pub(crate) fn drop_repeated_blocks<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         *count += 1;
         if *count > 1 {
             doomed.push(block.node);
-        }
-    }
-    doomed
-}
-
-/// The fewest body paragraphs, all different, that make a repeated passage.
-const REPEATED_PASSAGE_PARAGRAPHS: usize = 3;
-
-/// Rule 6, the long form: a run of at least [`REPEATED_PASSAGE_PARAGRAPHS`] consecutive
-/// body paragraphs (different from each other) that repeats an earlier run word for word,
-/// in the same order, goes: a page that ships its article twice or more (a hidden copy
-/// shown, an endless-scroll copy) is one article. A single paragraph may repeat (a
-/// refrain), and so may a run of identical ones.
-fn repeated_passages<'a>(blocks: &[&Entry<'a>]) -> Vec<NodeRef<'a>> {
-    let body: Vec<(&Entry<'a>, String)> = blocks
-        .iter()
-        .filter(|b| heading_level_of(&b.name).is_none() && b.stats.is_body())
-        .map(|b| (*b, norm_text(&b.node)))
-        .collect();
-    let mut first_at: HashMap<&str, usize> = HashMap::new();
-    let mut doomed = Vec::new();
-    let mut i = 0;
-    while i < body.len() {
-        let Some(&j) = first_at.get(body[i].1.as_str()) else {
-            first_at.insert(&body[i].1, i);
-            i += 1;
-            continue;
-        };
-        // the longest run from i that repeats the run from j, without overlapping it
-        let mut run = 0;
-        while i + run < body.len() && j + run < i && body[i + run].1 == body[j + run].1 {
-            run += 1;
-        }
-        let distinct: HashSet<&str> = body[i..i + run].iter().map(|(_, t)| t.as_str()).collect();
-        if distinct.len() >= REPEATED_PASSAGE_PARAGRAPHS {
-            doomed.extend(body[i..i + run].iter().map(|(b, _)| b.node));
-            i += run;
-        } else {
-            i += 1;
         }
     }
     doomed

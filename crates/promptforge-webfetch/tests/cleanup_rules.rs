@@ -422,29 +422,6 @@ fn a_paywall_prompt_and_a_caption_with_its_toggle_are_dropped() {
 }
 
 #[test]
-fn an_article_the_page_ships_twice_is_kept_once() {
-    let md = article(&page(
-        "Council expands bus network",
-        &format!(
-            "{}<h2>Council expands bus network</h2>\n{}",
-            body(4),
-            body(4)
-        ),
-    ));
-    assert_body_kept(&md);
-    for needle in ["voted on Tuesday", "regional transport levy"] {
-        assert_eq!(md.matches(needle).count(), 1, "{needle:?} twice:\n{md}");
-    }
-    // one paragraph said three times over (a refrain, a test page) is the page's own
-    let refrain = body(1);
-    let md = article(&page(
-        "Council expands bus network",
-        &format!("{refrain}{refrain}{refrain}{}", body(4)),
-    ));
-    assert_eq!(md.matches("voted on Tuesday").count(), 4, "{md}");
-}
-
-#[test]
 fn iframe_text_does_not_leak_as_escaped_markup() {
     let html = page(
         "Council expands bus network",
