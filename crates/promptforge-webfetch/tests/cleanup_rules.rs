@@ -370,32 +370,6 @@ fn an_authors_note_in_italics_after_the_article_is_dropped() {
 }
 
 #[test]
-fn inline_teaser_lines_amid_the_body_are_dropped() {
-    let (first, rest) = split_body("<p>Officials");
-    let teasers = "<p><strong>Don\u{2019}t miss:</strong> <a href=\"/a\">Ten routes we lost</a></p>\n\
-        <p><strong>Must read:</strong> <a href=\"/b\">The tram plan, explained</a></p>\n\
-        <p>\u{bb} Related reading: <a href=\"/c\">A guide to night buses</a></p>\n\
-        <p><strong>Also read how the levy works.</strong></p>\n\
-        <p>Also read by the council on Tuesday was a letter from the drivers' union asking for \
-        new shelters at the hospital stops before the routes open.</p>";
-    let md = article(&page(
-        "Council expands bus network",
-        &format!("{first}{teasers}\n{rest}"),
-    ));
-    assert_body_kept(&md);
-    assert_dropped(
-        &md,
-        &[
-            "Ten routes",
-            "tram plan",
-            "night buses",
-            "how the levy works",
-        ],
-    );
-    assert_kept(&md, &["letter from the drivers' union"]);
-}
-
-#[test]
 fn a_paywall_prompt_and_a_caption_with_its_toggle_are_dropped() {
     let (first, rest) = split_body("<p>Officials");
     let caption = "<div><p>Buses wait at the northern terminus on Tuesday morning, where \
