@@ -1281,62 +1281,24 @@ fn is_author_box(text: &str, words: usize) -> bool {
         return false;
     }
     let lower = text.to_lowercase();
-    let names_a_role = lower.split(|c: char| !c.is_alphanumeric()).any(|w| {
-        AUTHOR_ROLES.contains(&w.strip_suffix('s').unwrap_or(w)) || AUTHOR_ROLES.contains(&w)
-    });
-    (names_a_person(text) && names_a_role)
-        || lower.starts_with("contact ")
-        || lower.starts_with("follow ") && (lower.contains("twitter") || lower.contains(" on "))
-        || lower.starts_with("email ")
-        || lower.starts_with("write to ")
-}
-
-/// Whether `text` starts like a sentence about a person: a capitalised name of one to four
-/// words, then `is` / `was` / `covers` / `writes` (`Jane Doe is ...`).
-fn names_a_person(text: &str) -> bool {
     let first: Vec<&str> = text.split_whitespace().take(7).collect();
     let verb_at = first
         .iter()
         .position(|w| matches!(*w, "is" | "was" | "covers" | "writes"));
-    verb_at.is_some_and(|i| {
+    let names_a_person = verb_at.is_some_and(|i| {
         (1..=4).contains(&i)
             && first[..i]
                 .iter()
                 .all(|w| w.chars().next().is_some_and(char::is_uppercase))
-    })
-}
-
-/// The longest note about the author (in words) set in italics after the article.
-const AUTHOR_NOTE_WORDS: usize = 40;
-
-/// An author's note as op-eds close: a sentence about a person ([`names_a_person`]) set
-/// wholly in italics (`<em>Jane Doe is adjunct faculty at ...</em>`), of at most
-/// [`AUTHOR_NOTE_WORDS`] words; the italics, not a job title, mark it.
-fn is_author_note(block: &Entry<'_>) -> bool {
-    block.stats.words <= AUTHOR_NOTE_WORDS
-        && names_a_person(&block.node.text())
-        && wholly_emphasized(&block.node)
-}
-
-/// Whether every non-blank text node under `node` sits in an `em` / `i` below it.
-fn wholly_emphasized(node: &NodeRef<'_>) -> bool {
-    node.descendants_it()
-        .filter(|d| d.is_text() && !d.text().trim().is_empty())
-        .all(|t| {
-            let mut at = t.parent();
-            while let Some(p) = at {
-                if p.id == node.id {
-                    return false;
-                }
-                if p.node_name()
-                    .is_some_and(|n| n.eq_ignore_ascii_case("em") || n.eq_ignore_ascii_case("i"))
-                {
-                    return true;
-                }
-                at = p.parent();
-            }
-            false
-        })
+    });
+    let names_a_role = lower.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        AUTHOR_ROLES.contains(&w.strip_suffix('s').unwrap_or(w)) || AUTHOR_ROLES.contains(&w)
+    });
+    (names_a_person && names_a_role)
+        || lower.starts_with("contact ")
+        || lower.starts_with("follow ") && (lower.contains("twitter") || lower.contains(" on "))
+        || lower.starts_with("email ")
+        || lower.starts_with("write to ")
 }
 
 const MONTHS: &[&str] = &[
@@ -1483,7 +1445,7 @@ fn is_affiliate_disclosure(text: &str) -> bool {
 /// ([`is_affiliate_disclosure`], up to [`DISCLOSURE_MAX_WORDS`] words; a long one is not
 /// counted as the first body paragraph). After the last body paragraph, an author box
 /// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
-/// body paragraph), an author's note in italics ([`is_author_note`]), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
+/// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
 /// link (`Read more` rows, a feed of headlines) are dropped. List items and table cells are left to
 /// rule 4, which judges their list or table as a whole.
 pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
@@ -1500,9 +1462,7 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     // an author box long enough to pass for a body paragraph does not extend the article
     let last = blocks
         .iter()
-        .rposition(|b| {
-            body(b) && !is_author_box(&b.node.text(), b.stats.words) && !is_author_note(b)
-        })
+        .rposition(|b| body(b) && !is_author_box(&b.node.text(), b.stats.words))
         .unwrap_or(first);
     let mut doomed = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
@@ -1517,7 +1477,6 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         } else if i > last {
             (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)
                 || is_author_box(&block.node.text(), s.words)
-                || (!item && is_author_note(block))
                 || (!item && s.words <= DATE_STAMP_WORDS && is_date_stamp(&norm_text(&block.node)))
         } else {
             false

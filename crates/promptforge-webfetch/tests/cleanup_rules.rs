@@ -356,20 +356,6 @@ fn an_affiliate_disclosure_above_the_article_is_dropped_and_one_amid_it_stays() 
 }
 
 #[test]
-fn an_authors_note_in_italics_after_the_article_is_dropped() {
-    // no job title the author-box test knows: the italics mark the note
-    let md = article(&body_then(
-        "<p>Mayor Smith is expected to present the timetable on Monday.</p>\n\
-         <p><em>Maria Lopez is adjunct faculty at the State University and a member of the \
-         regional transport board.</em></p>",
-    ));
-    assert_body_kept(&md);
-    assert_dropped(&md, &["Maria Lopez", "adjunct faculty"]);
-    // a sentence about a person, not in italics, closes the story
-    assert_kept(&md, &["Mayor Smith is expected to present the timetable"]);
-}
-
-#[test]
 fn a_paywall_prompt_and_a_caption_with_its_toggle_are_dropped() {
     let (first, rest) = split_body("<p>Officials");
     let caption = "<div><p>Buses wait at the northern terminus on Tuesday morning, where \
