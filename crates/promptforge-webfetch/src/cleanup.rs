@@ -14,7 +14,7 @@
 //! 3. [`drop_captions_and_galleries`]: `<figcaption>`, and containers of three or more
 //!    images with little text per image and no body paragraph.
 //! 4. [`drop_link_lists`]: lists, tables and sections made mostly of links (teaser lists,
-//!    "more stories" feeds, tag lists).
+//!    "more stories" feeds, tag lists), and feeds of teaser cards after the article.
 //! 5. [`drop_boilerplate_text`]: short blocks that are page furniture by their words
 //!    (`Advertisement`, `Image 1 of 8`, `Photo: ..., AP`, `Sign up for our newsletter`,
 //!    `Read more: ...`, `All rights reserved`).
@@ -617,8 +617,27 @@ fn is_hidden(n: &NodeRef<'_>) -> bool {
 
 // ------------------------------------------------------------------ rule 2
 
+/// Words that name an author box (a bio of the writer, with a photo and a link to their
+/// other posts) when one is a whole token of an element's `class` or `id`, as in
+/// [`HINT_WORDS`]: `author-bio`, `about_author`, `article-author-box`.
+const AUTHOR_BOX_WORDS: &[&str] = &["author", "authors", "bio", "biography"];
+
+/// The longest author box (in words) rule 2 drops although it holds a body paragraph (a
+/// bio is often long enough to count as one).
+const AUTHOR_BOX_MAX_WORDS: usize = 150;
+
 /// The furniture word `class` / `id` name, if any.
+#[cfg(test)]
 fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
+    class_hints(node).0
+}
+
+/// What `class` / `id` name, in one scan of their whole tokens (split on anything that
+/// is not an ASCII letter or digit, lowercased): the first furniture word
+/// ([`HINT_WORDS`]), and whether an author-box word ([`AUTHOR_BOX_WORDS`]) is among them.
+/// A token after `no`, `without`, `has` or `with` does not count (`no-caption`,
+/// `without-sidebar` say the furniture is absent).
+fn class_hints(node: &NodeRef<'_>) -> (Option<&'static str>, bool) {
     let mut names = String::new();
     if let Some(c) = node.attr("class") {
         names.push_str(&c);
@@ -627,8 +646,9 @@ fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
         names.push(' ');
         names.push_str(&i);
     }
+    let (mut hint, mut author) = (None, false);
     if names.is_empty() {
-        return None;
+        return (hint, author);
     }
     let lower = names.to_ascii_lowercase();
     let mut previous = "";
@@ -636,21 +656,23 @@ fn hint_word(node: &NodeRef<'_>) -> Option<&'static str> {
         if token.is_empty() {
             continue;
         }
-        // `no-caption`, `without-sidebar` say the furniture is absent
-        if !matches!(previous, "no" | "without" | "has" | "with")
-            && let Some(&word) = HINT_WORDS.iter().find(|&&w| w == token)
-        {
-            return Some(word);
+        if !matches!(previous, "no" | "without" | "has" | "with") {
+            if hint.is_none() {
+                hint = HINT_WORDS.iter().find(|&&w| w == token).copied();
+            }
+            author |= AUTHOR_BOX_WORDS.contains(&token);
         }
         previous = token;
     }
-    None
+    (hint, author)
 }
 
 /// Rule 2: an element whose `class` or `id` names a kind of furniture ([`HINT_WORDS`]) is
 /// dropped, unless it holds [`HINT_MAX_SHARE`] of the article's text or more, or holds a
 /// body paragraph, or is a heading, paragraph, list item or inline element (a hint there
-/// styles text, it does not mark a box).
+/// styles text, it does not mark a box). An author box ([`AUTHOR_BOX_WORDS`]: `author-bio`,
+/// `about_author`) goes even when its bio is long enough to count as a body paragraph,
+/// while it holds at most [`AUTHOR_BOX_MAX_WORDS`] words (and under the same share).
 pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let total: usize = census
@@ -661,12 +683,18 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         .sum();
     let limit = HINT_MAX_SHARE * total.max(1) as f64;
     census.sweep(|_, e| {
-        is_block_name(&e.name)
-            && heading_level_of(&e.name).is_none()
-            && !matches!(e.name.as_str(), "p" | "li")
-            && !e.body_inside
-            && (e.stats.chars as f64) < limit
-            && hint_word(&e.node).is_some()
+        if !is_block_name(&e.name)
+            || heading_level_of(&e.name).is_some()
+            || matches!(e.name.as_str(), "p" | "li")
+            || (e.stats.chars as f64) >= limit
+        {
+            return false;
+        }
+        let (hint, author) = class_hints(&e.node);
+        // a bio is long enough to count as a body paragraph: an author box goes while it
+        // stays bio-sized (a quotation's `author` class styles its attribution)
+        let author_box = author && e.stats.words <= AUTHOR_BOX_MAX_WORDS && e.name != "blockquote";
+        author_box || (!e.body_inside && hint.is_some())
     })
 }
 
@@ -741,7 +769,8 @@ fn is_related_label(text: &str) -> bool {
 /// amid the body without such a label is article content (a list of sources, of products
 /// reviewed) and stays, and so is a list whose links spell out web addresses (a closing
 /// list of references), wherever it sits. A table of contents (every link a jump into
-/// one page) goes wherever it sits.
+/// one page) goes wherever it sits. After the last body paragraph, a feed of teaser cards
+/// ([`is_teaser_feed`]) goes whatever its link density.
 pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
@@ -763,11 +792,83 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
             && e.stats.link_density() >= 0.6
             && !e.body_inside;
         if !linky {
-            return false;
+            // teasers after the article: body paragraphs before it, none after it
+            return first_body < i && last_body < e.end && is_teaser_feed(&census, i);
         }
         let at_edge = e.end <= first_body || i > last_body;
         ((at_edge || labelled_related(e)) && !is_address_list(&e.node))
             || is_table_of_contents(&e.node)
+    })
+}
+
+/// The fewest cards that make a feed of teasers.
+const TEASER_MIN_CARDS: usize = 3;
+
+/// The most words a teaser card holds (a headline, an excerpt, a date, an author).
+const TEASER_MAX_WORDS: usize = 100;
+
+/// Whether the element at census index `i` is a feed of teaser cards for other pages:
+/// at least [`TEASER_MIN_CARDS`] children of one shape (tag and `class`) holding most of
+/// its text, each a card (a link, a headline or a thumbnail, at most [`TEASER_MAX_WORDS`]
+/// words), introduced by a
+/// related-content label ([`labelled_related`]) or with an excerpt cut short by an
+/// ellipsis (`...`, `…`) in at least half of them. Excerpts often pass for body paragraphs
+/// by length, so link density alone misses such a feed.
+fn is_teaser_feed(census: &Census<'_>, i: usize) -> bool {
+    let entries = &census.entries;
+    let e = &entries[i];
+    if !is_block_name(&e.name) || e.in_table || e.stats.links < TEASER_MIN_CARDS {
+        return false;
+    }
+    // the children, grouped by shape
+    let mut shapes: Vec<(String, Option<String>, Vec<usize>)> = Vec::new();
+    let mut c = i + 1;
+    while c < e.end {
+        let child = &entries[c];
+        let class = child.node.attr("class").map(|v| v.to_string());
+        match shapes
+            .iter_mut()
+            .find(|(name, cls, _)| *name == child.name && *cls == class)
+        {
+            Some((_, _, members)) => members.push(c),
+            None => shapes.push((child.name.clone(), class, vec![c])),
+        }
+        c = child.end;
+    }
+    let Some((_, _, cards)) = shapes.into_iter().max_by_key(|(_, _, m)| m.len()) else {
+        return false;
+    };
+    let card_chars: usize = cards.iter().map(|&c| entries[c].stats.chars).sum();
+    if cards.len() < TEASER_MIN_CARDS
+        || (card_chars as f64) < 0.6 * e.stats.chars as f64
+        || !cards.iter().all(|&c| {
+            let s = &entries[c].stats;
+            s.links >= 1
+                && s.words <= TEASER_MAX_WORDS
+                && s.tables == 0
+                && (s.headings >= 1 || s.images >= 1)
+        })
+    {
+        return false;
+    }
+    let cut_short = cards
+        .iter()
+        .filter(|&&c| ends_in_ellipsis(census, c))
+        .count();
+    cut_short * 2 >= cards.len() || labelled_related(e)
+}
+
+/// Whether the longest leaf block of the element at census index `c` ends with an
+/// ellipsis (`...`, `…`, `[…]`): an excerpt cut short.
+fn ends_in_ellipsis(census: &Census<'_>, c: usize) -> bool {
+    let entries = &census.entries;
+    let longest = (c..entries[c].end)
+        .filter(|&j| entries[j].leaf)
+        .max_by_key(|&j| entries[j].stats.words);
+    longest.is_some_and(|j| {
+        let text = entries[j].node.text();
+        let text = text.trim_end_matches(|ch: char| ch.is_whitespace() || matches!(ch, ']' | ')'));
+        text.ends_with("...") || text.ends_with('…')
     })
 }
 
@@ -1019,6 +1120,13 @@ const FURNITURE_STARTS: &[&str] = &[
     "join the conversation",
     "what do you think?",
     "be the first to comment",
+    "to read the rest of",
+    "already have an account",
+    "unlock this article",
+    "this article is exclusive to",
+    "republish our articles",
+    "republish this article",
+    "since you made it to the bottom",
 ];
 
 /// Phrases that mark furniture anywhere in a short block.
@@ -1032,7 +1140,16 @@ const FURNITURE_PHRASES: &[&str] = &[
     "subscribe to our newsletter",
     "in your inbox",
     "delivered to your inbox",
+    "support our journalism",
+    "support independent journalism",
 ];
+
+/// Interface labels a caption ends with (`... Getty Images hide caption`): the block is a
+/// caption with its toggle, up to [`CAPTION_TOGGLE_WORDS`] words.
+const CAPTION_TOGGLES: &[&str] = &["hide caption", "toggle caption", "show caption"];
+
+/// The longest caption (in words) dropped for the toggle label it ends with.
+const CAPTION_TOGGLE_WORDS: usize = 60;
 
 /// `Image 1 of 8`, `Photo 3 / 12`, `2 of 10`, `1/8`: a gallery counter.
 fn is_counter(text: &str) -> bool {
@@ -1064,6 +1181,12 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
             if words <= 3 * SHORT_BLOCK_WORDS {
                 return true;
             }
+        }
+    }
+    if words <= CAPTION_TOGGLE_WORDS {
+        let end = text.trim_end_matches(|c: char| !c.is_alphanumeric());
+        if CAPTION_TOGGLES.iter().any(|t| end.ends_with(t)) {
+            return true;
         }
     }
     words <= 2 * SHORT_BLOCK_WORDS && FURNITURE_PHRASES.iter().any(|p| text.contains(p))
@@ -1303,10 +1426,24 @@ fn is_numeric_date(text: &str) -> bool {
     })
 }
 
+/// The longest block (in words) that can be an affiliate disclosure above the article.
+const DISCLOSURE_MAX_WORDS: usize = 60;
+
+/// An affiliate disclosure (the lowercased text of a block): `This post contains affiliate
+/// links`, `Purchases made through our links may earn us a commission`, `As an Amazon
+/// affiliate, I earn from qualifying purchases`. Rule 7 drops one above the article, where
+/// sites put it; further down such words can be the article's subject.
+fn is_affiliate_disclosure(text: &str) -> bool {
+    (text.contains("affiliate") || text.contains("commission"))
+        && ["link", "purchase", "buy"].iter().any(|w| text.contains(w))
+}
+
 /// Rule 7: the article's edges. Before the first body paragraph (at least
 /// [`BODY_PARAGRAPH_WORDS`] words, mostly not links), a short block that is mostly links
 /// (breadcrumbs, a section row) or is a byline or dateline (`By Jane Doe`, `Updated
-/// March 3, 2024`, `5 min read`) is dropped. After the last body paragraph, an author box
+/// March 3, 2024`, `5 min read`) is dropped, and so is an affiliate disclosure
+/// ([`is_affiliate_disclosure`], up to [`DISCLOSURE_MAX_WORDS`] words; a long one is not
+/// counted as the first body paragraph). After the last body paragraph, an author box
 /// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
 /// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
 /// link (`Read more` rows, a feed of headlines) are dropped. List items and table cells are left to
@@ -1315,7 +1452,11 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let blocks = census.leaf_blocks();
     let body = |b: &Entry<'_>| heading_level_of(&b.name).is_none() && b.stats.is_body();
-    let Some(first) = blocks.iter().position(|b| body(b)) else {
+    // a disclosure long enough to pass for a body paragraph does not start the article
+    let disclosure = |b: &Entry<'_>| {
+        b.stats.words <= DISCLOSURE_MAX_WORDS && is_affiliate_disclosure(&norm_text(&b.node))
+    };
+    let Some(first) = blocks.iter().position(|b| body(b) && !disclosure(b)) else {
         return Vec::new();
     };
     // an author box long enough to pass for a body paragraph does not extend the article
@@ -1329,9 +1470,10 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         // list items and table cells are judged as lists and tables (rule 4)
         let item = matches!(block.name.as_str(), "li" | "td" | "th" | "tr" | "dt" | "dd");
         let drop = if i < first {
-            s.words <= SHORT_BLOCK_WORDS
+            (s.words <= SHORT_BLOCK_WORDS
                 && ((!item && s.links >= 1 && s.link_density() >= 0.5)
-                    || is_dateline(&norm_text(&block.node)))
+                    || is_dateline(&norm_text(&block.node))))
+                || (!item && disclosure(block))
         } else if i > last {
             (!item && s.words <= 2 * SHORT_BLOCK_WORDS && s.links >= 1 && s.link_density() >= 0.8)
                 || is_author_box(&block.node.text(), s.words)

@@ -44,6 +44,14 @@ fn page(title: &str, inner: &str) -> String {
     )
 }
 
+/// [`page`] with the four body paragraphs and then `after`.
+fn body_then(after: &str) -> String {
+    page(
+        "Council expands bus network",
+        &format!("{}\n{after}", body(4)),
+    )
+}
+
 fn article(html: &str) -> String {
     let (md, how) = html_to_markdown(html, Some(URL), Rendering::Article);
     assert_eq!(how, Extraction::Readability, "{md}");
@@ -256,6 +264,119 @@ state budget for the Daily Example since 2015, after a decade at the Evening Pos
             "senior correspondent",
             "Last updated",
             "All rights reserved",
+        ],
+    );
+}
+
+#[test]
+fn an_author_box_named_by_its_class_is_dropped_even_when_its_bio_is_long() {
+    // a bio long enough to count as a body paragraph, in words rule 7's author-box test
+    // does not know ("has spent", no job title), marked only by the box's class
+    let md = article(&body_then(
+        r#"<div class="post-author-bio"><div class="name">Maria Lopez</div>
+<p>Maria Lopez has spent twenty years following buses, trams and ferries around the region,
+and before that she ran a cycling shop, taught geography at a secondary school and wrote two
+guidebooks about walking the coast.</p></div>"#,
+    ));
+    assert_body_kept(&md);
+    assert_dropped(&md, &["Maria Lopez", "cycling shop"]);
+}
+
+#[test]
+fn an_article_wrapped_in_an_author_class_stays() {
+    // the author-box words name a box, not the wrapper holding the article
+    let html = page(
+        "Council expands bus network",
+        &format!(r#"<div class="author-content">{}</div>"#, body(4)),
+    );
+    assert_body_kept(&article(&html));
+}
+
+/// `n` cards of one shape, each a linked headline over an excerpt (long enough to pass for
+/// a body paragraph) that ends with `end`.
+fn cards(n: usize, end: &str) -> String {
+    (1..=n)
+        .map(|i| {
+            format!(
+                r#"<div class="card"><h3><a href="/stories/{i}">Story number {i} from elsewhere</a></h3>
+<p>Story {i} begins the way many stories on other pages begin, with a long first sentence
+that sets the scene, names a place and a person, and runs on until the excerpt is cut{end}</p></div>"#
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_feed_of_teaser_cards_after_the_article_is_dropped() {
+    // excerpts cut short by an ellipsis, or a feed under a related-content label
+    for feed in [
+        format!("<div>{}</div>", cards(4, "...")),
+        format!("<h2>You may also like</h2><div>{}</div>", cards(3, ".")),
+    ] {
+        let md = article(&body_then(&feed));
+        assert_body_kept(&md);
+        assert_dropped(&md, &["Story number", "other pages begin"]);
+    }
+}
+
+#[test]
+fn cards_that_are_the_article_and_cut_lines_without_a_headline_stay() {
+    // a closing run of product cards (no ellipsis, no label) is the article's own
+    let html = body_then(&format!("<div>{}</div>", cards(3, ".")));
+    assert_kept(&article(&html), &["Story number 3", "other pages begin"]);
+    // items cut short but without a headline or a thumbnail: a summary list, not cards
+    let items: String = (1..=4)
+        .map(|i| {
+            format!(
+                r#"<li class="item"><a href="/s{i}">Section {i}</a>: first topic, second topic, third topic, and more ...</li>"#
+            )
+        })
+        .collect();
+    let html = body_then(&format!("<ul>{items}</ul>"));
+    assert_kept(&article(&html), &["second topic"]);
+}
+
+#[test]
+fn an_affiliate_disclosure_above_the_article_is_dropped_and_one_amid_it_stays() {
+    let disclosure = "This post contains affiliate links, which means that if you click through \
+        and make a purchase we may earn a small commission at no extra cost to you, which \
+        helps to support the site.";
+    let (first, rest) = split_body("<p>Officials");
+    let amid = "<p>Several cities pay a commission to the operator for every ticket sold \
+        through its app, and the council wants the same deal, said a spokesperson, who added \
+        that riders who buy a monthly pass would not be affected.</p>";
+    let html = page(
+        "Council expands bus network",
+        &format!("<p><em>{disclosure}</em></p>\n{first}{amid}{rest}"),
+    );
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_dropped(&md, &["affiliate links"]);
+    assert_kept(&md, &["pay a commission to the operator"]);
+}
+
+#[test]
+fn a_paywall_prompt_and_a_caption_with_its_toggle_are_dropped() {
+    let (first, rest) = split_body("<p>Officials");
+    let caption = "<div><p>Buses wait at the northern terminus on Tuesday morning, where \
+        the four new routes will start and end from September onwards. Jane Roe/Getty Images \
+        hide caption</p></div>";
+    let md = article(&page(
+        "Council expands bus network",
+        &format!(
+            "{first}{caption}\n{rest}<h2>This article is exclusive to subscribers</h2>\n\
+             <p>To read the rest of this story subscribe to Daily Example Plus.</p>\n\
+             <p>Already have an account? Log in</p>"
+        ),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "northern terminus",
+            "exclusive to",
+            "rest of this story",
+            "Log in",
         ],
     );
 }
