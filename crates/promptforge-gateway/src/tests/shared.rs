@@ -603,3 +603,33 @@ async fn a_store_that_stops_answering_degrades_within_the_timeout_and_nothing_ha
     all_in_mode(&gws, "shared").await;
     assert_eq!(send(&gw, "c", "after").await, 200);
 }
+
+#[tokio::test]
+async fn the_shared_queue_tracks_at_most_32_client_labels() {
+    let redis = Redis::start().await;
+    let upstream = upstream_with(gated).await;
+    let boot = shared_boot(
+        &upstream,
+        &redis,
+        "labels",
+        "max_concurrency = 1\nmax_queue = 100\n",
+    );
+    let gws = replicas(1, &boot).await;
+    let gw = gws[0].0.clone();
+    let mut tasks = vec![spawn_send(&gw, "holder", "holder")];
+    assert!(upstream.until(|u| u.recorded().len() == 1).await);
+    for i in 0..40 {
+        tasks.push(spawn_send(&gw, &format!("client-{i}"), &format!("w{i}")));
+        wait_waiting(&gw, i + 1).await;
+    }
+    // As in one process: 31 labels of their own, the rest folded into `default`.
+    let by_client = pool(&gw).await["waiting_by_client"].clone();
+    let by_client = by_client.as_object().unwrap();
+    assert_eq!(by_client.len(), 32, "{by_client:?}");
+    assert_eq!(by_client["default"], 40 - 31);
+    assert_eq!(by_client["client-0"], 1);
+    upstream.open_gate(41);
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 200);
+    }
+}
