@@ -278,6 +278,15 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// What one script call applies of `limits`.
+fn bounds_of(limits: AdmissionLimits) -> Bounds {
+    Bounds {
+        max: limits.max_concurrency,
+        max_queue: limits.max_queue,
+        fair: limits.fair,
+    }
+}
+
 /// Runs `task` on the current runtime, if there is one (a drop at the very end of the
 /// process has none; the lease then lapses on its own).
 fn spawn(task: impl Future<Output = ()> + Send + 'static) {
@@ -296,12 +305,7 @@ impl SharedDominion {
     }
 
     fn bounds(&self) -> Bounds {
-        let limits = self.limits();
-        Bounds {
-            max: limits.max_concurrency,
-            max_queue: limits.max_queue,
-            fair: limits.fair,
-        }
+        bounds_of(self.limits())
     }
 
     /// This replica's share of the limits while degraded.
@@ -377,7 +381,7 @@ impl SharedDominion {
             };
             let Ok((answer, counts)) = self
                 .store
-                .acquire(&self.key, &id, label, self.bounds(), mode)
+                .acquire(&self.key, &id, label, bounds_of(limits), mode)
                 .await
             else {
                 // The store is marked down; the loop takes the degraded path.

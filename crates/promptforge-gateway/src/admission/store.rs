@@ -260,6 +260,10 @@ pub(crate) struct Store {
     client: Client,
     conn: Mutex<Option<ConnectionManager>>,
     replica: String,
+    /// `<prefix>:grant:`, the start of every replica's grant channel.
+    channel_prefix: String,
+    /// `<prefix>:replicas`, the heartbeat set.
+    replicas_key: String,
     next_id: AtomicU64,
     up: watch::Sender<bool>,
     /// Times the store went down since boot.
@@ -325,6 +329,8 @@ impl Store {
         let client = Client::open(info).map_err(|err| format!("dominion_store.url: {err}"))?;
         let replica = format!("{:016x}", rand::random::<u64>());
         Ok(Self {
+            channel_prefix: format!("{}:grant:", config.key_prefix),
+            replicas_key: format!("{}:replicas", config.key_prefix),
             config: config.clone(),
             client,
             conn: Mutex::new(None),
@@ -352,10 +358,6 @@ impl Store {
     /// The key base of dominion `id`.
     pub(crate) fn dominion_key(&self, id: &str) -> String {
         format!("{}:{{{id}}}", self.config.key_prefix)
-    }
-
-    fn channel_prefix(&self) -> String {
-        format!("{}:grant:", self.config.key_prefix)
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -519,7 +521,7 @@ impl Store {
             .arg(mode)
             .arg(self.ttl_ms())
             .arg(if bounds.fair { "1" } else { "0" })
-            .arg(self.channel_prefix())
+            .arg(&self.channel_prefix)
             .arg(MAX_LABELS);
         let answer = self.invoke::<Vec<Value>>(&call).await?;
         let outcome = int(&answer, 0)?;
@@ -547,7 +549,7 @@ impl Store {
             .arg(id.unwrap_or_default())
             .arg(max)
             .arg(self.ttl_ms())
-            .arg(self.channel_prefix());
+            .arg(&self.channel_prefix);
         counts(&self.invoke::<Vec<Value>>(&call).await?)
     }
 
@@ -566,7 +568,7 @@ impl Store {
             .arg(label)
             .arg(max)
             .arg(self.ttl_ms())
-            .arg(self.channel_prefix());
+            .arg(&self.channel_prefix);
         counts(&self.invoke::<Vec<Value>>(&call).await?)
     }
 
@@ -582,7 +584,7 @@ impl Store {
         call.key(key)
             .arg(self.ttl_ms())
             .arg(max)
-            .arg(self.channel_prefix())
+            .arg(&self.channel_prefix)
             .arg(leases.len());
         for id in leases.iter().chain(waiters) {
             call.arg(id);
@@ -621,7 +623,7 @@ impl Store {
     /// store up when it answers (logging the switch back unless `quiet`).
     pub(crate) async fn heartbeat(&self, quiet: bool) -> Result<u32, StoreError> {
         let mut call = self.scripts.heartbeat.prepare_invoke();
-        call.key(format!("{}:replicas", self.config.key_prefix))
+        call.key(&self.replicas_key)
             .arg(&self.replica)
             .arg(self.ttl_ms());
         let n: i64 = self.invoke(&call).await?;
@@ -636,11 +638,10 @@ impl Store {
         let Ok(mut conn) = self.connection().await else {
             return;
         };
-        let key = format!("{}:replicas", self.config.key_prefix);
         let _ = tokio::time::timeout(
             self.config.timeout,
             redis::cmd("ZREM")
-                .arg(key)
+                .arg(&self.replicas_key)
                 .arg(&self.replica)
                 .query_async::<i64>(&mut conn),
         )
@@ -657,7 +658,7 @@ impl Store {
         .await
         .map_err(|_| StoreError::Timeout(self.config.connect_timeout))?
         .map_err(|err| StoreError::Redis(err.to_string()))?;
-        let channel = format!("{}{}", self.channel_prefix(), self.replica);
+        let channel = format!("{}{}", self.channel_prefix, self.replica);
         tokio::time::timeout(self.config.timeout, pubsub.subscribe(&channel))
             .await
             .map_err(|_| StoreError::Timeout(self.config.timeout))?
