@@ -213,7 +213,15 @@ fn article_markdown(
     let root = &root;
     let title = site_free_title(article.title.trim(), &headings);
     if let Cleanup::Apply(trace) = cleanup {
-        cleanup::clean_article(root, title, trace);
+        let facts = cleanup::ArticleFacts {
+            title,
+            authors: article
+                .byline
+                .as_deref()
+                .map(cleanup::author_names)
+                .unwrap_or_default(),
+        };
+        cleanup::clean_article(root, &facts, trace);
     }
     let markdown = root.md(Some(NOT_RENDERED));
     let body = markdown.trim();

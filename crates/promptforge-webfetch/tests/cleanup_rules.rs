@@ -283,6 +283,81 @@ guidebooks about walking the coast.</p></div>"#,
 }
 
 #[test]
+fn a_long_bio_of_the_bylined_author_is_dropped_and_a_credit_line_stays() {
+    // no class marks the bio, and it is too long for rule 7's shape test alone: the page's
+    // own byline (here `<meta name="author">`) names its author
+    let html = page(
+        "Council expands bus network",
+        &format!(
+            r#"{}
+<p>Jane Doe and Ann Lee reported from the city hall; John Roe contributed reporting.</p>
+<p>Jane Doe has covered city hall, regional transport, housing and the state budget for the
+Daily Example since 2015, after a decade at the Evening Post, where she led the investigations
+desk and won two regional awards for her reporting on the bus contracts. She grew up in the
+northern suburbs and still rides the number 12 to work most days.</p>"#,
+            body(4)
+        ),
+    )
+    .replace("<head>", r#"<head><meta name="author" content="Jane Doe">"#);
+    let md = article(&html);
+    assert_body_kept(&md);
+    assert_kept(&md, &["reported from the city hall"]);
+    assert_dropped(&md, &["investigations desk", "number 12"]);
+}
+
+#[test]
+fn captions_ending_with_a_credit_and_inline_read_links_are_dropped() {
+    let (first, rest) = split_body("Residents");
+    let md = article(&page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}
+<p><em><a href="/2024/04/routes">[Read: How the northern routes were planned]</a></em></p>
+<p>The mayor at the depot on Tuesday, where the first new bus was shown. Picture: Jane Doe</p>
+<p>Buses queued at the depot after the vote. (Reuters)</p>
+<p>Map: The four new routes</p>
+{rest}<p>Powered by Example Maps</p>"#
+        ),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "How the northern routes",
+            "Picture:",
+            "(Reuters)",
+            "Map:",
+            "Powered by",
+        ],
+    );
+}
+
+#[test]
+fn linked_headlines_set_as_paragraphs_amid_the_body_are_dropped_and_one_link_stays() {
+    let (first, rest) = split_body("Residents");
+    let md = article(&page(
+        "Council expands bus network",
+        &format!(
+            r#"{first}
+<p><a href="/2024/04/trams">Tram line extension delayed again by contractor dispute</a></p>
+<p><a href="/2024/03/fares">Fares to rise by five percent from next spring</a></p>
+<p><a href="/2024/02/report">Read the transit agency's network plan</a></p>
+<p>Riders were asked for their views in a survey that closed last month.</p>
+<p><a href="/2024/01/survey">Survey results for the northern suburbs</a></p>
+<ul><li><a href="/r/1">Route 41 timetable and stops</a></li><li><a href="/r/2">Route 42 timetable and stops</a></li></ul>
+{rest}"#
+        ),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &["Tram line extension", "Fares to rise", "network plan"],
+    );
+    // one linked line between sentences, and a list, are the article's
+    assert_kept(&md, &["Survey results", "Route 41 timetable"]);
+}
+
+#[test]
 fn an_article_wrapped_in_an_author_class_stays() {
     // the author-box words name a box, not the wrapper holding the article
     let html = page(
