@@ -1186,6 +1186,7 @@ const FURNITURE_STARTS: &[&str] = &[
     "copyright (c)",
     "©",
     "originally published",
+    "disclaimer:",
     // `Read also:` in the other languages of the Mozilla and benchmark pages
     "lire aussi :",
     "lire aussi:",
@@ -1245,6 +1246,23 @@ const PUBLICATION_NOTES: &[&str] = &[
     "a version of this story appears in print",
 ];
 
+/// The fine print of a sign-up box, anywhere in a block of up to [`FINE_PRINT_WORDS`]
+/// words: `By signing up, you agree to receive recurring automated marketing messages ...
+/// Msg and data rates may apply`.
+const FINE_PRINT: &[&str] = &[
+    "by signing up, you agree",
+    "by signing up you agree",
+    "by subscribing, you agree",
+    "by subscribing you agree",
+    "by submitting your email",
+    "by entering your email",
+    "msg and data rates may apply",
+    "message and data rates may apply",
+];
+
+/// The longest block (in words) dropped for its sign-up fine print ([`FINE_PRINT`]).
+const FINE_PRINT_WORDS: usize = 60;
+
 /// Phrases that mark furniture anywhere in a short block.
 const FURNITURE_PHRASES: &[&str] = &[
     "all rights reserved",
@@ -1256,6 +1274,7 @@ const FURNITURE_PHRASES: &[&str] = &[
     "subscribe to our newsletter",
     "in your inbox",
     "delivered to your inbox",
+    "delivered right to your inbox",
     "support our journalism",
     "support independent journalism",
 ];
@@ -1309,6 +1328,7 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
         }
     }
     (words <= 2 * SHORT_BLOCK_WORDS && FURNITURE_PHRASES.iter().any(|p| text.contains(p)))
+        || (words <= FINE_PRINT_WORDS && FINE_PRINT.iter().any(|p| text.contains(p)))
         || (words <= CAPTION_CREDIT_WORDS && ends_with_credit(text))
 }
 
@@ -2321,11 +2341,18 @@ mod tests {
                  <p>[<b>Read more:</b> <a href=/y>Tram fares frozen</a>]</p>\
                  <p>» Related: <a href=/x>Depot opens</a></p>\
                  <p>© 2024 The Daily Example. All rights reserved.</p>\
+                 <p>By signing up, you agree to receive recurring automated text messages \
+                 from the Daily Example at the number provided. Msg and data rates may \
+                 apply. Up to 2 messages a day. Reply STOP to opt out, HELP for help. \
+                 Consent is not a condition of purchase.</p>\
+                 <p><b>Disclaimer:</b> This article is for information only.</p>\
+                 <p>A version of this article appears in print on May 3, 2024, on Page A22 \
+                 of the City edition with the headline: Council Adds Four Bus Routes.</p>\
                  <p>Photographers gathered at the depot as the first bus left at dawn.</p>"
             ),
             drop_boilerplate_text,
         );
-        assert_eq!(n, 9, "{text}");
+        assert_eq!(n, 12, "{text}");
         assert!(text.contains("photographers gathered"), "{text}");
         assert!(text.contains("the council voted"), "{text}");
     }
