@@ -1187,6 +1187,9 @@ const FURNITURE_STARTS: &[&str] = &[
     "©",
     "originally published",
     "disclaimer:",
+    "thanks for reading",
+    "thank you for reading",
+    "thanks for visiting",
     // `Read also:` in the other languages of the Mozilla and benchmark pages
     "lire aussi :",
     "lire aussi:",
@@ -2348,11 +2351,12 @@ mod tests {
                  <p><b>Disclaimer:</b> This article is for information only.</p>\
                  <p>A version of this article appears in print on May 3, 2024, on Page A22 \
                  of the City edition with the headline: Council Adds Four Bus Routes.</p>\
+                 <p>Thanks for reading!</p>\
                  <p>Photographers gathered at the depot as the first bus left at dawn.</p>"
             ),
             drop_boilerplate_text,
         );
-        assert_eq!(n, 12, "{text}");
+        assert_eq!(n, 13, "{text}");
         assert!(text.contains("photographers gathered"), "{text}");
         assert!(text.contains("the council voted"), "{text}");
     }
