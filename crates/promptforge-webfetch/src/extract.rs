@@ -10,6 +10,7 @@ use dom_query::NodeRef;
 use dom_smoothie::{Config, ParsePolicy, Readability, TextMode};
 
 use crate::cleanup::{self, Dropped};
+use crate::streaming;
 
 /// An article shorter than this many characters falls back to the whole page.
 pub const MIN_ARTICLE_CHARS: usize = 100;
@@ -154,10 +155,17 @@ fn article_markdown(
         text_mode: TextMode::Raw,
         ..Config::default()
     };
+    // the parts of a page streamed by server rendering, put where a browser's scripts move
+    // them (readability reads each pass's own parse)
+    let streamed = streaming::may_have_streamed_segments(html);
     let new_reader = || {
-        Readability::new(html, base_url, Some(cfg()))
+        let reader = Readability::new(html, base_url, Some(cfg()))
             .or_else(|_| Readability::new(html, None, Some(cfg())))
-            .ok()
+            .ok()?;
+        if streamed {
+            streaming::reveal_streamed_segments(&reader.doc);
+        }
+        Some(reader)
     };
     let mut reader = new_reader()?;
     let headings = first_headings(&reader.doc);
@@ -204,7 +212,7 @@ fn article_markdown(
     }
     let root = match container {
         Some(container) => {
-            restore_order(&picked, html);
+            restore_order(&picked, html, streamed);
             absolute_links(&container, base_url);
             container
         }
@@ -322,9 +330,14 @@ fn site_free_title<'a>(title: &'a str, headings: &'a [String]) -> &'a str {
 }
 
 /// The whole-page path: the document rendered to Markdown, without scripts, styles and
-/// other non-content elements. Links and images are made absolute against `base_url`.
+/// other non-content elements. Links and images are made absolute against `base_url`, and
+/// the parts of a page streamed by server rendering are first put where a browser's
+/// scripts would move them (the crate README, "Candidate selection").
 pub fn whole_page_markdown(html: &str, base_url: Option<&str>) -> String {
     let doc = dom_query::Document::from(html);
+    if streaming::may_have_streamed_segments(html) {
+        streaming::reveal_streamed_segments(&doc);
+    }
     if let Some(root) = doc.root().first_element_child() {
         absolute_links(&root, base_url);
     }
@@ -339,12 +352,16 @@ pub fn whole_page_markdown(html: &str, base_url: Option<&str>) -> String {
 /// same node ids, so each block goes back after the nearest of its former previous
 /// siblings still in that parent (or first, when none is). Elements readability made
 /// itself (not in the fresh parse) stay where they are, as does the article element if anything
-/// is left in it.
-fn restore_order(article: &dom_query::NodeRef<'_>, html: &str) {
+/// is left in it. `streamed`: the streamed parts were put in place before readability ran, so
+/// they are put in place in the fresh parse too (moving nodes keeps their ids).
+fn restore_order(article: &dom_query::NodeRef<'_>, html: &str, streamed: bool) {
     let Some(parent) = article.parent() else {
         return;
     };
     let pristine = dom_query::Document::from(html);
+    if streamed {
+        streaming::reveal_streamed_segments(&pristine);
+    }
     for block in article.element_children() {
         let before = dom_query::NodeRef::new(block.id, &pristine.tree);
         if !before.is_element() {

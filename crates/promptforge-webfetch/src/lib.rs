@@ -52,6 +52,7 @@ mod extract;
 mod fetch;
 mod redact;
 mod resolver;
+mod streaming;
 mod tool;
 
 pub use address_policy::{
@@ -70,6 +71,7 @@ pub use extract::{
 };
 pub use redact::redacted;
 pub use resolver::{HostLookup, SystemLookup};
+pub use streaming::MAX_STREAMED_SEGMENTS;
 pub use tool::{FetchArgs, WIRE_NAME, WebFetch};
 
 /// The README's examples, compiled and run as doctests so they stay true.

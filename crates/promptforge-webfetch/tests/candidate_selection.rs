@@ -201,23 +201,26 @@ fn a_long_comment_thread_does_not_replace_a_short_article() {
 #[test]
 fn an_article_streamed_into_a_hidden_element_is_shown() {
     // server rendering in streamed parts: the page ships a placeholder where the article
-    // goes, the article itself in a hidden element, and a script that swaps them
-    let html = format!(
-        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+    // goes, the article itself in a hidden element, and a script that swaps them (React's
+    // ids, put in place before readability, or a framework's own, shown in place)
+    for (slot, part) in [("B:0", "S:0"), ("article-slot", "article-stream")] {
+        let html = format!(
+            r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
 <header><nav><a href="/">Home</a> <a href="/health">Health</a></nav></header>
-<main><template id="B:0"></template><div class="skeleton">Loading the article</div></main>
+<main><template id="{slot}"></template><div class="skeleton">Loading the article</div></main>
 <footer><p>Guide Example is an independent publication about health and sleep, written by
 doctors and researchers, funded by its readers, and free of advertising since 2009.</p></footer>
-<div hidden id="S:0"><article><h1>How sleep shapes memory</h1>{}</article></div>
-<script>document.getElementById("B:0").replaceWith(document.getElementById("S:0"))</script>
+<div hidden id="{part}"><article><h1>How sleep shapes memory</h1>{}</article></div>
+<script>document.getElementById("{slot}").replaceWith(document.getElementById("{part}"))</script>
 </body></html>"#,
-        each(4, |i| format!("<p>{}</p>", para(0, i)))
-    );
-    let md = article(&html);
-    for i in 0..4 {
-        assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+            each(4, |i| format!("<p>{}</p>", para(0, i)))
+        );
+        let md = article(&html);
+        for i in 0..4 {
+            assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+        }
+        assert!(!md.contains("independent publication"), "{md}");
     }
-    assert!(!md.contains("independent publication"), "{md}");
 }
 
 #[test]
@@ -244,4 +247,136 @@ fn an_article_element_with_a_furniture_word_in_its_class_is_kept() {
     for i in 0..5 {
         assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
     }
+}
+
+/// A page streamed by React in parts: the shell holds the headline and, where each part of
+/// the article goes, a Suspense boundary showing a fallback (`Loading paragraph...`) or a
+/// bare placeholder; the parts follow at the end of `<body>`, each in a hidden container,
+/// in the order the server finished them, with the scripts that move them into place when
+/// `scripts` is set (a page saved without its scripts keeps the containers alone).
+fn streamed_page(scripts: bool) -> String {
+    // parts 0 to 4 are boundaries, part 5 a bare placeholder (React's segments)
+    let slots = each(5, |n| {
+        format!(
+            r#"<!--$?--><template id="B:{n}"></template><div class="skeleton">Loading paragraph...</div><!--/$-->"#
+        )
+    });
+    let parts = [3, 0, 5, 1, 4, 2].map(|n| {
+        let call = if n == 5 {
+            format!(r#"$RS("S:{n}","P:{n}")"#)
+        } else {
+            format!(r#"$RC("B:{n}","S:{n}")"#)
+        };
+        let script = if scripts {
+            format!("<script>{call}</script>")
+        } else {
+            String::new()
+        };
+        format!(
+            r#"<div hidden id="S:{n}"><p>{}</p></div>{script}"#,
+            para(0, n)
+        )
+    });
+    format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/health">Health</a></nav></header>
+<main><article><h1>How sleep shapes memory</h1>{slots}<template id="P:5"></template></article></main>
+<footer><p>Guide Example footer</p></footer>
+{}</body></html>"#,
+        parts.concat()
+    )
+}
+
+#[test]
+fn parts_streamed_into_suspense_boundaries_take_their_places() {
+    for scripts in [true, false] {
+        let html = streamed_page(scripts);
+        let md = article(&html);
+        // the whole page (`raw: true`) is put together the same way
+        let (page, _) = html_to_markdown(&html, Some(URL), Rendering::WholePage);
+        for md in [md, page] {
+            let at = |n: usize| {
+                md.find(&format!("Section 0 paragraph {n}:"))
+                    .unwrap_or_else(|| panic!("part {n} lost (scripts: {scripts}):\n{md}"))
+            };
+            for n in 0..5 {
+                assert!(at(n) < at(n + 1), "parts out of order:\n{md}");
+            }
+            assert!(!md.contains("Loading"), "{md}");
+        }
+        assert!(!article(&html).contains("Guide Example footer"));
+    }
+}
+
+#[test]
+fn a_streamed_part_whose_boundary_is_missing_changes_nothing() {
+    // the container names a boundary the page does not have (and a boundary waits for a
+    // container that never came): the page renders as it would without the step
+    let page = |id: &str| {
+        format!(
+            r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<main><article><h1>How sleep shapes memory</h1>{}
+<!--$?--><template id="B:7"></template><div>Loading comments...</div><!--/$--></article></main>
+<div hidden id="{id}"><p>{}</p></div></body></html>"#,
+            each(4, |i| format!("<p>{}</p>", para(0, i))),
+            para(1, 0)
+        )
+    };
+    let streamed = article(&page("S:3"));
+    assert_eq!(streamed, article(&page("Q:3")));
+    assert!(streamed.contains("Section 0 paragraph 3:"), "{streamed}");
+}
+
+#[test]
+fn nested_boundaries_are_filled() {
+    // part 0 holds a boundary of its own (part 1, which the server finished first); the
+    // fallback of part 2 holds a finished boundary and a pending one beside it, all removed
+    // with it (the comments nest)
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<main><article><h1>How sleep shapes memory</h1>
+<!--$?--><template id="B:0"></template><div>Loading the first half...</div><!--/$-->
+<!--$?--><template id="B:2"></template><div>Loading the second half...</div><!--$--><span>Loading</span><!--/$-->
+<!--$?--><template id="B:3"></template><span>Loading more...</span><!--/$--><!--/$-->
+</article></main>
+<div hidden id="S:1"><p>{}</p><p>{}</p></div><script>$RC("B:1","S:1")</script>
+<div hidden id="S:0"><p>{}</p><!--$?--><template id="B:1"></template><div>Loading the inner part...</div><!--/$--><p>{}</p></div><script>$RC("B:0","S:0")</script>
+<div hidden id="S:2"><p>{}</p></div><script>$RC("B:2","S:2")</script>
+</body></html>"#,
+        para(0, 1),
+        para(0, 2),
+        para(0, 0),
+        para(0, 3),
+        para(0, 4),
+    );
+    let md = article(&html);
+    let at = |n: usize| {
+        md.find(&format!("Section 0 paragraph {n}:"))
+            .unwrap_or_else(|| panic!("paragraph {n} lost:\n{md}"))
+    };
+    for n in 0..4 {
+        assert!(at(n) < at(n + 1), "out of order:\n{md}");
+    }
+    assert!(!md.contains("Loading"), "{md}");
+}
+
+#[test]
+fn deeply_nested_streamed_parts_complete() {
+    // a hostile page: boundaries nested thousands deep, each filled by its own container;
+    // the step stays iterative and within its budget (what it leaves is not asserted)
+    let depth = 3_000;
+    let open = each(depth, |n| {
+        format!(r#"<div><!--$?--><template id="B:{n:x}"></template>Loading<!--/$-->"#)
+    });
+    let containers = each(depth, |n| {
+        format!(r#"<div hidden id="S:{n:x}"><span>part {n}</span></div>"#)
+    });
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<main><article><h1>How sleep shapes memory</h1>{}{open}{}</article></main>{containers}</body></html>"#,
+        each(4, |i| format!("<p>{}</p>", para(0, i))),
+        "</div>".repeat(depth)
+    );
+    let (md, _) = html_to_markdown(&html, Some(URL), Rendering::Article);
+    assert!(md.contains("Section 0 paragraph 3:"), "{md}");
 }
