@@ -14,8 +14,7 @@
 //! 3. [`drop_captions_and_galleries`]: `<figcaption>`, and containers of three or more
 //!    images with little text per image and no body paragraph.
 //! 4. [`drop_link_lists`]: lists, tables and sections made mostly of links (teaser lists,
-//!    "more stories" feeds, tag lists), feeds of teaser cards after the article, and runs of
-//!    linked headlines set as paragraphs amid it.
+//!    "more stories" feeds, tag lists), and feeds of teaser cards after the article.
 //! 5. [`drop_boilerplate_text`]: short blocks that are page furniture by their words
 //!    (`Advertisement`, `Image 1 of 8`, `Photo: ..., AP`, `Sign up for our newsletter`,
 //!    `Read more: ...`, `All rights reserved`), captions ending with a credit.
@@ -379,8 +378,6 @@ struct Entry<'a> {
     own_chars: usize,
     /// Whether the element is a `<table>` or inside one.
     in_table: bool,
-    /// Whether the element is a list item (`li`, `dt`, `dd`) or inside one.
-    in_item: bool,
     /// The census index of the parent element (`None` for the root's children).
     parent: Option<usize>,
 }
@@ -396,12 +393,12 @@ struct Census<'a> {
 impl<'a> Census<'a> {
     fn new(root: &NodeRef<'a>) -> Self {
         let mut entries: Vec<Entry<'a>> = Vec::new();
-        // (node, parent entry, inside a link, inside a table, inside a list item)
-        let mut stack: Vec<(NodeRef<'a>, Option<usize>, bool, bool, bool)> = root
+        // (node, parent entry, inside a link, inside a table)
+        let mut stack: Vec<(NodeRef<'a>, Option<usize>, bool, bool)> = root
             .children_it(true)
-            .map(|c| (c, None, false, false, false))
+            .map(|c| (c, None, false, false))
             .collect();
-        while let Some((node, parent, in_link, in_table, in_item)) = stack.pop() {
+        while let Some((node, parent, in_link, in_table)) = stack.pop() {
             if node.is_text() {
                 if let Some(p) = parent {
                     let (chars, words) = measure(&node.text());
@@ -424,7 +421,6 @@ impl<'a> Census<'a> {
                 .unwrap_or_default();
             let is_link = name == "a";
             let in_table = in_table || name == "table";
-            let in_item = in_item || matches!(name.as_str(), "li" | "dt" | "dd");
             let mut stats = Stats::default();
             if is_link && !in_link {
                 stats.links = 1;
@@ -442,7 +438,7 @@ impl<'a> Census<'a> {
             // a script's or style's text is never read (rule 1 drops the element whole)
             if !RAW_TEXT_TAGS.contains(&name.as_str()) {
                 for child in node.children_it(true) {
-                    stack.push((child, Some(index), in_link || is_link, in_table, in_item));
+                    stack.push((child, Some(index), in_link || is_link, in_table));
                 }
             }
             entries.push(Entry {
@@ -455,7 +451,6 @@ impl<'a> Census<'a> {
                 body_inside: false,
                 own_chars: 0,
                 in_table,
-                in_item,
                 parent,
             });
         }
@@ -790,8 +785,7 @@ fn is_related_label(text: &str) -> bool {
 /// reviewed) and stays, and so is a list whose links spell out web addresses (a closing
 /// list of references), wherever it sits. A table of contents (every link a jump into
 /// one page) goes wherever it sits. After the last body paragraph, a feed of teaser cards
-/// ([`is_teaser_feed`]) goes whatever its link density; amid the body, a run of linked
-/// headlines set as paragraphs ([`link_line_runs`]).
+/// ([`is_teaser_feed`]) goes whatever its link density.
 pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let body: Vec<usize> = census
@@ -805,90 +799,21 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         (Some(&f), Some(&l)) => (f, l),
         _ => (usize::MAX, 0),
     };
-    let mut gone: Vec<(usize, usize)> = Vec::new();
-    let mut doomed = census.sweep(|i, e| {
+    census.sweep(|i, e| {
         let linky = matches!(
             e.name.as_str(),
             "ul" | "ol" | "dl" | "table" | "div" | "section" | "header" | "footer"
         ) && e.stats.links >= 2
             && e.stats.link_density() >= 0.6
             && !e.body_inside;
-        let drop = if linky {
-            let at_edge = e.end <= first_body || i > last_body;
-            ((at_edge || labelled_related(e)) && !is_address_list(&e.node))
-                || is_table_of_contents(&e.node)
-        } else {
+        if !linky {
             // teasers after the article: body paragraphs before it, none after it
-            first_body < i && last_body < e.end && is_teaser_feed(&census, i)
-        };
-        if drop {
-            gone.push((i, e.end));
+            return first_body < i && last_body < e.end && is_teaser_feed(&census, i);
         }
-        drop
-    });
-    doomed.extend(link_line_runs(&census, first_body, last_body, &gone));
-    doomed
-}
-
-/// The shortest and the longest line (in words) counted as a lone link in
-/// [`link_line_runs`]: a headline, not a bare `link` or `here`.
-const LINK_LINE_WORDS: std::ops::RangeInclusive<usize> = 3..=15;
-
-/// Runs of two or more consecutive paragraphs amid the body (between its first and last
-/// body paragraphs, census indices) that are each one short link ([`LINK_LINE_WORDS`]
-/// words, 90 % link text): a related-stories list set as paragraphs
-/// (`[Pizza man makes a special delivery](...)` under `[Scopes fail to stop outbreaks](...)`).
-/// A single linked line stays (a pointer to a report the article discusses), and so do
-/// lines that spell out web addresses, list items (and what they hold), tables and
-/// headings (rule 4 judges lists and tables whole). `gone` holds the census ranges already
-/// dropped, in document order.
-fn link_line_runs<'a>(
-    census: &Census<'a>,
-    first_body: usize,
-    last_body: usize,
-    gone: &[(usize, usize)],
-) -> Vec<NodeRef<'a>> {
-    let mut doomed = Vec::new();
-    let mut run: Vec<NodeRef<'a>> = Vec::new();
-    let mut close = |run: &mut Vec<NodeRef<'a>>| {
-        if run.len() >= 2 {
-            doomed.append(run);
-        }
-        run.clear();
-    };
-    // `gone` is in document order, as the sweep found it: one cursor walks it
-    let mut gone = gone.iter().peekable();
-    let mut i = 0;
-    while i < census.entries.len() {
-        while gone.next_if(|(start, _)| *start < i).is_some() {}
-        if let Some(&(_, end)) = gone.next_if(|(start, _)| *start == i) {
-            i = end;
-            continue;
-        }
-        let e = &census.entries[i];
-        if !e.leaf {
-            i += 1;
-            continue;
-        }
-        let s = e.stats;
-        let line = first_body < i
-            && i < last_body
-            && heading_level_of(&e.name).is_none()
-            && !e.in_item
-            && !e.in_table
-            && LINK_LINE_WORDS.contains(&s.words)
-            && s.links >= 1
-            && s.link_density() >= 0.9
-            && !is_web_address(&norm_text(&e.node));
-        if line {
-            run.push(e.node);
-        } else if s.words > 0 {
-            close(&mut run);
-        }
-        i = e.end;
-    }
-    close(&mut run);
-    doomed
+        let at_edge = e.end <= first_body || i > last_body;
+        ((at_edge || labelled_related(e)) && !is_address_list(&e.node))
+            || is_table_of_contents(&e.node)
+    })
 }
 
 /// The fewest cards that make a feed of teasers.
@@ -1149,7 +1074,6 @@ const FURNITURE_STARTS: &[&str] = &[
     "share on",
     "click here to",
     "read more:",
-    "read:",
     "read more about",
     "read next:",
     "more:",
@@ -1185,19 +1109,12 @@ const FURNITURE_STARTS: &[&str] = &[
     "copyright ©",
     "copyright (c)",
     "©",
+    "this article was originally published",
+    "this story was originally published",
     "originally published",
-    "disclaimer:",
     "thanks for reading",
     "thank you for reading",
     "thanks for visiting",
-    // `Read also:` in the other languages of the Mozilla and benchmark pages
-    "lire aussi :",
-    "lire aussi:",
-    "à lire aussi :",
-    "lesen sie auch:",
-    "lea también:",
-    "leia também:",
-    "leggi anche:",
     "we use cookies",
     "download the app",
     "have a news tip",
@@ -1237,14 +1154,11 @@ const FURNITURE_STARTS: &[&str] = &[
     "since you made it to the bottom",
 ];
 
-/// Notes about the article's own publication that start a block of up to three times
-/// [`SHORT_BLOCK_WORDS`] words: `A version of this article appears in print on ..., on Page
-/// A22 of the New York edition with the headline: ...`.
+/// A print edition's note that starts a block of up to three times [`SHORT_BLOCK_WORDS`]
+/// words: `A version of this article appears in print on ..., on Page A22 of the New York
+/// edition with the headline: ...`. (A note on where or when the article was first
+/// published, or how it was updated since, is the article's: it dates and sources it.)
 const PUBLICATION_NOTES: &[&str] = &[
-    "this article was originally published",
-    "this story was originally published",
-    "this article originally appeared",
-    "this story originally appeared",
     "a version of this article appears in print",
     "a version of this story appears in print",
 ];
@@ -2352,7 +2266,6 @@ mod tests {
                  from the Daily Example at the number provided. Msg and data rates may \
                  apply. Up to 2 messages a day. Reply STOP to opt out, HELP for help. \
                  Consent is not a condition of purchase.</p>\
-                 <p><b>Disclaimer:</b> This article is for information only.</p>\
                  <p>A version of this article appears in print on May 3, 2024, on Page A22 \
                  of the City edition with the headline: Council Adds Four Bus Routes.</p>\
                  <p>Thanks for reading!</p><p>Loading comments…</p>\
@@ -2360,7 +2273,7 @@ mod tests {
             ),
             drop_boilerplate_text,
         );
-        assert_eq!(n, 14, "{text}");
+        assert_eq!(n, 13, "{text}");
         assert!(text.contains("photographers gathered"), "{text}");
         assert!(text.contains("the council voted"), "{text}");
     }
