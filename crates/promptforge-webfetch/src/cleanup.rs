@@ -2308,6 +2308,39 @@ mod tests {
     }
 
     #[test]
+    fn the_new_furniture_tests_stop_at_their_word_limits() {
+        // each phrase at its limit is furniture, one word past it is the article's
+        let words = |n: usize| "buses ".repeat(n);
+        let at_limit = |text: String, limit: usize| {
+            let words = count_words(&text);
+            (words, is_furniture_text(&text.to_lowercase(), words), limit)
+        };
+        for (text, limit) in [
+            (
+                format!("{}near the depot. Picture: Jane Doe", words(34)),
+                CAPTION_CREDIT_WORDS,
+            ),
+            (
+                format!("By signing up, you agree to {}", words(54)),
+                FINE_PRINT_WORDS,
+            ),
+            (
+                format!("A version of this article appears in print {}", words(28)),
+                3 * SHORT_BLOCK_WORDS,
+            ),
+            ("Loading recent comments".to_owned(), 3),
+        ] {
+            let (n, furniture, limit) = at_limit(text.clone(), limit);
+            assert_eq!(n, limit, "{text}");
+            assert!(furniture, "at the limit: {text}");
+            let longer = format!("{text} more");
+            let (n, furniture, _) = at_limit(longer.clone(), limit);
+            assert_eq!(n, limit + 1, "{longer}");
+            assert!(!furniture, "past the limit: {longer}");
+        }
+    }
+
+    #[test]
     fn repeated_blocks_keep_the_first_copy() {
         let cap = "<div>Riders board the new route 12 bus.</div>";
         let (n, text) = apply(
