@@ -40,7 +40,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use dom_query::{NodeId, NodeRef};
+use dom_query::{NodeData, NodeId, NodeRef};
 
 /// Elements removed with their contents wherever they sit in the article: they never hold
 /// article text.
@@ -399,9 +399,13 @@ impl<'a> Census<'a> {
             .map(|c| (c, None, false, false))
             .collect();
         while let Some((node, parent, in_link, in_table)) = stack.pop() {
-            if node.is_text() {
+            // a text node's contents are read in place: no copy per node and census
+            let text = node.query_or(None, |n| match &n.data {
+                NodeData::Text { contents } => Some(measure(contents)),
+                _ => None,
+            });
+            if let Some((chars, words)) = text {
                 if let Some(p) = parent {
-                    let (chars, words) = measure(&node.text());
                     let entry = &mut entries[p];
                     entry.own_chars += chars;
                     entry.stats.chars += chars;
@@ -520,6 +524,15 @@ fn count_words(text: &str) -> usize {
 /// The characters of `text` that are not whitespace, and its words ([`count_words`]), in
 /// one pass.
 fn measure(text: &str) -> (usize, usize) {
+    if text.is_ascii() {
+        measure_ascii(text.as_bytes())
+    } else {
+        measure_chars(text)
+    }
+}
+
+/// [`measure`] character by character (any text).
+fn measure_chars(text: &str) -> (usize, usize) {
     let (mut chars, mut words) = (0, 0);
     // (inside a token, CJK characters in it)
     let (mut in_token, mut cjk) = (false, 0usize);
@@ -539,6 +552,23 @@ fn measure(text: &str) -> (usize, usize) {
     }
     if in_token {
         words += if cjk == 0 { 1 } else { cjk.div_ceil(2) };
+    }
+    (chars, words)
+}
+
+/// [`measure`] on ASCII text, byte by byte (most pages' text): the whitespace is
+/// `char::is_whitespace`'s ASCII set, which has the vertical tab that
+/// `u8::is_ascii_whitespace` lacks.
+fn measure_ascii(text: &[u8]) -> (usize, usize) {
+    let (mut chars, mut words, mut in_token) = (0, 0, false);
+    for &b in text {
+        if matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+            in_token = false;
+        } else {
+            chars += 1;
+            words += usize::from(!in_token);
+            in_token = true;
+        }
     }
     (chars, words)
 }
@@ -2552,6 +2582,18 @@ mod tests {
         assert_eq!(measure("東京は 雨"), (4, 3));
         assert_eq!(measure("a東"), (2, 1));
         assert_eq!(count_words("one, two; three"), 3);
+        // the ASCII path counts as the general one, vertical tab and form feed included
+        for text in [
+            "",
+            " ",
+            "one",
+            "  two words \n",
+            "a\x0bb\x0cc\rd\te",
+            "tail ",
+            "x\x1fy",
+        ] {
+            assert_eq!(measure_ascii(text.as_bytes()), measure_chars(text), "{text:?}");
+        }
     }
 
     #[test]
