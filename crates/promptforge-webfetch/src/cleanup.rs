@@ -2592,7 +2592,11 @@ mod tests {
             "tail ",
             "x\x1fy",
         ] {
-            assert_eq!(measure_ascii(text.as_bytes()), measure_chars(text), "{text:?}");
+            assert_eq!(
+                measure_ascii(text.as_bytes()),
+                measure_chars(text),
+                "{text:?}"
+            );
         }
     }
 
