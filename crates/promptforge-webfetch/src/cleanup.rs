@@ -632,6 +632,12 @@ pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         if NON_CONTENT_TAGS.contains(&e.name.as_str()) {
             return true;
         }
+        if e.name == "img" && n.attr("src").is_some_and(|src| !is_image_address(&src)) {
+            return true;
+        }
+        if !e.block_inside && e.stats.words == 1 && is_class_echo(n) {
+            return true;
+        }
         if e.body_inside {
             return false;
         }
@@ -642,6 +648,28 @@ pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
                     .any(|r| NON_CONTENT_ROLES.contains(&r.to_ascii_lowercase().as_str()))
             })
     })
+}
+
+/// Whether an `<img>`'s `src` can be an image's address. Readability's repair of lazily
+/// loaded images copies any attribute whose value mentions an image file into `src`, and
+/// some players keep their whole configuration, JSON mentioning a poster `.jpg`, in such an
+/// attribute (`data-playable='{"settings": ...}'`): an "image" whose address is a page of
+/// JSON. A URL holds no `{`, `"` or `<` (they are percent-encoded).
+fn is_image_address(src: &str) -> bool {
+    !src.contains(['{', '"', '<'])
+}
+
+/// Whether an element's text is one identifier (two or more `-` or `_` joining its parts)
+/// that its own `class` spells out: a probe a script measures, hidden by the stylesheet
+/// (`<span class="Detector__for-phone-only__x">for-phone-only</span>`), not words for a
+/// reader. (A plain word that a class repeats, `<span class="unit-minutes">minutes</span>`,
+/// is text.)
+fn is_class_echo(n: &NodeRef<'_>) -> bool {
+    let text = n.text();
+    let word = text.trim();
+    word.matches(['-', '_']).count() >= 2
+        && !word.contains(char::is_whitespace)
+        && n.attr("class").is_some_and(|c| c.contains(word))
 }
 
 /// Whether the element is hidden by its own attributes: `hidden`, `aria-hidden="true"`,
@@ -670,6 +698,10 @@ const AUTHOR_BOX_WORDS: &[&str] = &["author", "authors", "bio", "biography"];
 /// The longest author box (in words) rule 2 drops although it holds a body paragraph (a
 /// bio is often long enough to count as one).
 const AUTHOR_BOX_MAX_WORDS: usize = 150;
+
+/// The longest block named a caption (in words) rule 2 drops although it holds a body
+/// paragraph (`<div class="wp-caption-text">` under a photo, 25 words and more).
+const CAPTION_BOX_MAX_WORDS: usize = 60;
 
 /// The furniture word `class` / `id` name, if any.
 #[cfg(test)]
@@ -739,7 +771,10 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         // a bio is long enough to count as a body paragraph: an author box goes while it
         // stays bio-sized (a quotation's `author` class styles its attribution)
         let author_box = author && e.stats.words <= AUTHOR_BOX_MAX_WORDS && e.name != "blockquote";
-        author_box || (!e.body_inside && hint.is_some())
+        // so is a caption: a long one passes for a body paragraph
+        let caption_box =
+            matches!(hint, Some("caption" | "captions")) && e.stats.words <= CAPTION_BOX_MAX_WORDS;
+        author_box || caption_box || (!e.body_inside && hint.is_some())
     })
 }
 
@@ -1085,6 +1120,13 @@ const UI_LABELS: &[&str] = &[
     "listen",
     "listen to this article",
     "watch",
+    "keep reading",
+    "next article",
+    "previous article",
+    "add to pocket",
+    "rate this recipe",
+    "media playback is unsupported on your device",
+    "media playback is not supported on this device",
 ];
 
 /// Block starts that mark furniture in a short block (at most [`SHORT_BLOCK_WORDS`] words
@@ -1126,7 +1168,12 @@ const FURNITURE_STARTS: &[&str] = &[
     "image credit",
     "photo credit",
     "photo by",
+    "photograph by",
+    "photography by",
     "(photo",
+    "(credit",
+    "(image",
+    "(picture",
     "source: getty",
     "powered by",
     "map:",
@@ -1191,6 +1238,26 @@ const FURNITURE_STARTS: &[&str] = &[
 const PUBLICATION_NOTES: &[&str] = &[
     "a version of this article appears in print",
     "a version of this story appears in print",
+];
+
+/// Labels a page writes out for screen readers before a caption or a credit, without a
+/// colon (`Image caption Workers stack coffins ...`, `Image copyright Reuters`), starting a
+/// block of up to three times [`SHORT_BLOCK_WORDS`] words as a `label:` start does.
+const SPOKEN_LABELS: &[&str] = &[
+    "image caption",
+    "image copyright",
+    "image source",
+    "media caption",
+    "video caption",
+];
+
+/// A cookie banner's first words, starting a block of up to three times
+/// [`SHORT_BLOCK_WORDS`] words (`This website uses cookies to improve your experience ...
+/// Accept Read More`).
+const COOKIE_NOTICES: &[&str] = &[
+    "this website uses cookies",
+    "this site uses cookies",
+    "we use cookies",
 ];
 
 /// The fine print of a sign-up box, anywhere in a block of up to [`FINE_PRINT_WORDS`]
@@ -1269,7 +1336,13 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
             }
         }
     }
-    if words <= 3 * SHORT_BLOCK_WORDS && PUBLICATION_NOTES.iter().any(|n| lead.starts_with(n)) {
+    if words <= 3 * SHORT_BLOCK_WORDS
+        && PUBLICATION_NOTES
+            .iter()
+            .chain(SPOKEN_LABELS)
+            .chain(COOKIE_NOTICES)
+            .any(|n| lead.starts_with(n))
+    {
         return true;
     }
     if words <= CAPTION_TOGGLE_WORDS {
@@ -1278,9 +1351,28 @@ fn is_furniture_text(text: &str, words: usize) -> bool {
             return true;
         }
     }
-    (words <= 2 * SHORT_BLOCK_WORDS && FURNITURE_PHRASES.iter().any(|p| text.contains(p)))
+    (words <= 2 * SHORT_BLOCK_WORDS
+        && (FURNITURE_PHRASES.iter().any(|p| text.contains(p)) || is_sign_up_pitch(text)))
         || (words <= FINE_PRINT_WORDS && FINE_PRINT.iter().any(|p| text.contains(p)))
         || (words <= CAPTION_CREDIT_WORDS && ends_with_credit(text))
+}
+
+/// A sign-up pitch (the lowercased text of a short block): a sign-up verb with what it
+/// brings, `Never miss the latest news by signing up to our newsletter`, `Get the Daily
+/// Edition by email and never miss our top stories. Free sign up`.
+fn is_sign_up_pitch(text: &str) -> bool {
+    [
+        "sign up",
+        "signing up",
+        "subscribe to",
+        "subscribe for",
+        "subscribe now",
+    ]
+    .iter()
+    .any(|v| text.contains(v))
+        && ["our newsletter", "by email", "never miss", "inbox"]
+            .iter()
+            .any(|w| text.contains(w))
 }
 
 /// The longest caption (in words) dropped for the credit it ends with ([`ends_with_credit`]).
@@ -1648,11 +1740,74 @@ const DISCLOSURE_MAX_WORDS: usize = 60;
 
 /// An affiliate disclosure (the lowercased text of a block): `This post contains affiliate
 /// links`, `Purchases made through our links may earn us a commission`, `As an Amazon
-/// affiliate, I earn from qualifying purchases`. Rule 7 drops one above the article, where
-/// sites put it; further down such words can be the article's subject.
+/// affiliate, I earn from qualifying purchases`, `We may receive compensation when you click
+/// on links to those products`. Rule 7 drops one above the article, where sites put it;
+/// further down such words can be the article's subject.
 fn is_affiliate_disclosure(text: &str) -> bool {
-    (text.contains("affiliate") || text.contains("commission"))
+    ["affiliate", "commission", "compensation"]
+        .iter()
+        .any(|w| text.contains(w))
         && ["link", "purchase", "buy"].iter().any(|w| text.contains(w))
+}
+
+/// The longest block (in words) that can be a notice closing the article
+/// ([`is_end_notice`]).
+const END_NOTICE_WORDS: usize = 60;
+
+/// Words of the notices a site closes its articles with, anywhere in the block: the
+/// reprint terms (`This article is the copyrighted property of ... Written permission must
+/// be obtained before reprint`), a blog's filing line (`This entry was posted in ...`), a
+/// paywall's prompt (`If you're already a subscriber, log in`), a call for letters
+/// (`Submit a letter to the editor`) or for support (`would you consider supporting our
+/// work?`), an advertising disclosure, a comment form's spam notice.
+const END_NOTICE_PHRASES: &[&str] = &[
+    "copyrighted property",
+    "written permission",
+    "without permission",
+    "without the permission",
+    "may not be reproduced",
+    "may not be republished",
+    "may not be redistributed",
+    "may not be published, broadcast",
+    "this entry was posted",
+    "this post was posted",
+    "already a subscriber",
+    "to view the full story",
+    "to read the full story",
+    "letter to the editor",
+    "letters to the editor",
+    "support our work",
+    "supporting our work",
+    "advertising disclosure",
+    "advertiser disclosure",
+    "uses akismet",
+];
+
+/// Starts of a closing notice that tells how to cite the article.
+const CITATION_STARTS: &[&str] = &[
+    "suggested citation",
+    "cite this",
+    "how to cite",
+    "citation:",
+];
+
+/// A notice closing the article (the lowercased text of a block): one of
+/// [`END_NOTICE_PHRASES`], a citation line ([`CITATION_STARTS`]: `Suggested citation: ...`),
+/// a copyright line (`© 2022 Example News`, `Copyright 2022 ...`;
+/// not `(Copyright: parts of this paper ...)`, a source's attribution), or a call to install
+/// the site's app (`... download our apps for iOS and Android`).
+fn is_end_notice(text: &str) -> bool {
+    let lead = text.trim_start_matches(|c: char| !c.is_alphanumeric() && c != '©');
+    let copyright = lead.starts_with('©')
+        || lead.strip_prefix("copyright ").is_some_and(|rest| {
+            rest.starts_with('©')
+                || rest.starts_with("(c)")
+                || rest.starts_with(|c: char| c.is_ascii_digit())
+        });
+    copyright
+        || CITATION_STARTS.iter().any(|c| lead.starts_with(c))
+        || END_NOTICE_PHRASES.iter().any(|p| text.contains(p))
+        || (text.contains("app") && text.contains("ios") && text.contains("android"))
 }
 
 /// Rule 7: the article's edges. Before the first body paragraph (at least
@@ -1662,7 +1817,8 @@ fn is_affiliate_disclosure(text: &str) -> bool {
 /// ([`is_affiliate_disclosure`], up to [`DISCLOSURE_MAX_WORDS`] words; a long one is not
 /// counted as the first body paragraph). After the last body paragraph, an author box
 /// (`Jane Doe is a reporter for ...`, up to 60 words: a long one is not counted as the last
-/// body paragraph), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
+/// body paragraph), a closing notice ([`is_end_notice`], up to [`END_NOTICE_WORDS`] words,
+/// not counted as the last body paragraph either), a date stamp ([`is_date_stamp`]) and short blocks that are almost all
 /// link (`Read more` rows, a feed of headlines) are dropped, and so is a bio of one of the
 /// article's `authors` ([`is_named_author_bio`], up to [`AUTHOR_BIO_MAX_WORDS`] words, not
 /// counted as the last body paragraph either). List items and table cells are left to
@@ -1680,7 +1836,9 @@ pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>, authors: &[String]) ->
     };
     let author_box = |b: &Entry<'_>| {
         let text = b.node.text();
-        is_author_box(&text, b.stats.words) || is_named_author_bio(&text, b.stats.words, authors)
+        is_author_box(&text, b.stats.words)
+            || is_named_author_bio(&text, b.stats.words, authors)
+            || (b.stats.words <= END_NOTICE_WORDS && is_end_notice(&norm_text(&b.node)))
     };
     // an author box long enough to pass for a body paragraph does not extend the article
     let last = blocks
@@ -1864,12 +2022,18 @@ const MAYBE_WORDS: &[&str] = &[
     "and", "article", "body", "column", "content", "layout", "main", "mathjax", "shadow",
 ];
 
+/// The [`UNLIKELY_WORDS`] that name where on the page an element sits rather than what it
+/// holds: `above-footer`, `below-header` name the page column of a template.
+const REGION_WORDS: &[&str] = &["footer", "header"];
+
 /// Removes what readability's first pass strips as unlikely candidates (its
 /// `ParsePolicy::Clean` pass would keep them: comments, sidebars, footers): elements whose
 /// `class` or `id` holds one of [`UNLIKELY_WORDS`] and none of [`MAYBE_WORDS`], outside
-/// tables and code, except an `<article>` or `<main>` holding at least half the page's
-/// prose (`page_prose`): a class word such as `template-with-sidebar` on the article's own
-/// element does not make it furniture. One walk, however deep the page nests.
+/// tables and code, except an element holding at least half the page's prose
+/// (`page_prose`) that is an `<article>` or `<main>`, or whose unlikely words all name a
+/// page region ([`REGION_WORDS`]): a class word such as `template-with-sidebar` on the
+/// article's own element, or `above-footer` on the page column holding it, does not make
+/// the article furniture. One walk, however deep the page nests.
 pub(crate) fn strip_unlikely(body: &NodeRef<'_>, page_prose: usize) {
     let census = Census::new(body);
     let prose_at = census.prose_prefix();
@@ -1890,10 +2054,15 @@ pub(crate) fn strip_unlikely(body: &NodeRef<'_>, page_prose: usize) {
             e.node.attr("id").unwrap_or_default()
         )
         .to_lowercase();
+        let holds_the_prose = page_prose > 0 && (prose_at[e.end] - prose_at[i]) * 2 >= page_prose;
         UNLIKELY_WORDS.iter().any(|w| hay.contains(w))
             && !MAYBE_WORDS.iter().any(|w| hay.contains(w))
-            && !(matches!(e.name.as_str(), "article" | "main")
-                && (prose_at[e.end] - prose_at[i]) * 2 >= page_prose)
+            && !(holds_the_prose
+                && (matches!(e.name.as_str(), "article" | "main")
+                    || UNLIKELY_WORDS
+                        .iter()
+                        .filter(|w| hay.contains(*w))
+                        .all(|w| REGION_WORDS.contains(w))))
     });
     remove_all(&doomed);
 }
@@ -1931,6 +2100,24 @@ const CONTAINER_PROSE_SHARE: f64 = 0.8;
 /// the article's own (the same tag and `class`): more sections of the same article.
 const SHAPED_PROSE_SHARE: f64 = 0.4;
 
+/// ... or whatever shape that prose has when the article is mostly a table and holds under
+/// this share of the page's prose: readability scores table cells as paragraphs, and a long
+/// data table inside an article (a list of names and addresses) outscores its text.
+const NO_PROSE_SHARE: f64 = 0.1;
+
+/// Whether at least half of `node`'s text sits in table cells (a data table, not prose).
+fn is_mostly_table(node: &NodeRef<'_>) -> bool {
+    let chars = |n: &NodeRef<'_>| n.text().chars().filter(|c| !c.is_whitespace()).count();
+    let all = chars(node);
+    let cells: usize = dom_query::Selection::from(*node)
+        .select("td, th")
+        .nodes()
+        .iter()
+        .map(chars)
+        .sum();
+    all > 0 && cells * 2 >= all
+}
+
 /// The element to render instead of readability's `article` element, or `None` to keep it.
 ///
 /// Readability scores paragraphs and their near ancestors, picks the best-scoring element
@@ -1966,6 +2153,9 @@ pub(crate) fn prose_container<'a>(
     let inside = |outer: usize, i: usize| outer <= i && i < entries[outer].end;
     if !inside(ci, at) || ci == at {
         return None;
+    }
+    if (prose(at) as f64) < NO_PROSE_SHARE * total as f64 && is_mostly_table(article) {
+        return Some(entries[ci].node);
     }
     // the shapes (tag and class) of the article's blocks and of its ancestors below the
     // container
@@ -2018,6 +2208,100 @@ pub(crate) fn prose_container<'a>(
         }
     }
     ((shaped as f64) >= SHAPED_PROSE_SHARE * extra as f64).then_some(entries[ci].node)
+}
+
+/// How many levels above readability's article [`lead_sections`] looks for the sections
+/// of the article that come before it.
+const LEAD_MAX_LEVELS: usize = 8;
+
+/// The least prose (characters of body paragraphs) the lead sections must hold.
+pub(crate) const LEAD_MIN_PROSE: usize = 150;
+
+/// The share of the prose before the article (inside the ancestor searched) that must sit
+/// in sections shaped like the article's own.
+const LEAD_SHAPED_SHARE: f64 = 0.8;
+
+/// The sections of the article that come before readability's `article` element, in page
+/// order (empty when there are none).
+///
+/// A page that breaks its article around an advertisement or a promotion puts the parts in
+/// separate containers of one template; when they meet only several levels up, readability
+/// (which joins siblings of its best-scoring element) picks the longest part and drops the
+/// others, typically the first few paragraphs before the first break. Measured on the page
+/// readability leaves (`scope`), in prose: in the smallest ancestor at most
+/// [`LEAD_MAX_LEVELS`] levels above the article whose content before the article holds at
+/// least [`LEAD_MIN_PROSE`] characters of prose in blocks shaped like the article's body
+/// blocks (the same tag and `class` as a body block of the article or one of its ancestors
+/// inside the article), and where those blocks hold at least [`LEAD_SHAPED_SHARE`] of the
+/// prose before the article, the outermost such blocks. Only what comes before the
+/// article is taken: after it, blocks of the article's shape are as often a comment thread,
+/// teaser cards or a questions-and-answers box in the same template. Paragraphs without a
+/// `class` are no shape.
+pub(crate) fn lead_sections<'a>(scope: &NodeRef<'a>, article: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
+    let census = Census::new(scope);
+    let entries = &census.entries;
+    let Some(at) = entries.iter().position(|e| e.node.id == article.id) else {
+        return Vec::new();
+    };
+    let shape = |i: usize| {
+        let class = entries[i].node.attr("class")?;
+        let words = class.split_whitespace().collect::<Vec<_>>().join(" ");
+        (!words.is_empty()).then(|| (entries[i].name.clone(), words))
+    };
+    let is_body = |e: &Entry<'_>| heading_level_of(&e.name).is_none() && e.stats.is_body();
+    // the shapes of the article's body paragraphs
+    let mut shapes: HashSet<(String, String)> = HashSet::new();
+    let mut i = at + 1;
+    while i < entries[at].end {
+        let e = &entries[i];
+        if e.leaf {
+            if is_body(e) {
+                shapes.extend(shape(i));
+            }
+            i = e.end;
+        } else {
+            i += 1;
+        }
+    }
+    if shapes.is_empty() {
+        return Vec::new();
+    }
+    let mut below = at;
+    for _ in 0..LEAD_MAX_LEVELS {
+        let Some(a) = entries[below].parent else {
+            break;
+        };
+        // the body paragraphs before the article (everything before `at` in the census
+        // order but the article's ancestors), and those shaped like the article's
+        let (mut before, mut shaped) = (0usize, 0usize);
+        let mut leads = Vec::new();
+        let mut i = a + 1;
+        while i < at {
+            let e = &entries[i];
+            if e.leaf {
+                if is_body(e) {
+                    before += e.stats.chars;
+                    if shape(i).is_some_and(|k| shapes.contains(&k)) {
+                        shaped += e.stats.chars;
+                        leads.push(e.node);
+                    }
+                }
+                i = e.end;
+            } else {
+                // an ancestor of the article is walked into like any other element
+                i += 1;
+            }
+        }
+        if shaped >= LEAD_MIN_PROSE {
+            return if (shaped as f64) >= LEAD_SHAPED_SHARE * before as f64 {
+                leads
+            } else {
+                Vec::new()
+            };
+        }
+        below = a;
+    }
+    Vec::new()
 }
 
 // ------------------------------------------------------------------ rendering
@@ -2645,5 +2929,30 @@ mod tests {
         strip_unlikely(&body, total);
         assert!(doc.select(".comment-list").is_empty());
         assert_eq!(prose_chars(&body), 4 * one_part);
+    }
+
+    #[test]
+    fn a_region_named_column_holding_the_prose_survives_the_unlikely_strip() {
+        // `above-footer` names only a region: kept while it holds most of the prose; a
+        // thread (`footer-comments`) or a region-named block holding little prose is not
+        for (class, kept) in [
+            ("above-footer", true),
+            ("page-header-offset", true),
+            ("footer-comments", false),
+        ] {
+            let doc = Document::from(format!(
+                "<html><body><div class=\"{class}\">{BODY}{BODY}{BODY}</div>\
+                 <div class=site-footer>{BODY}</div></body></html>"
+            ));
+            let body = *doc.select_single("body").nodes().first().unwrap();
+            let total = prose_chars(&body);
+            strip_unlikely(&body, total);
+            assert_eq!(
+                !doc.select(&format!(".{class}")).is_empty(),
+                kept,
+                "{class}"
+            );
+            assert!(doc.select(".site-footer").is_empty(), "{class}");
+        }
     }
 }

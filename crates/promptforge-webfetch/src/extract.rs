@@ -262,25 +262,38 @@ struct Chosen<'d> {
 }
 
 /// What `reader` (after its pass) would render: `None` when it has no article element.
+/// An article holding most of the page's prose gets the sections of the article before it
+/// that readability left out ([`cleanup::lead_sections`]), put first in it; one holding less
+/// may be widened ([`cleanup::prose_container`]).
 /// `page_prose` is the page's prose before readability: an article holding
 /// [`cleanup::ARTICLE_MIN_PROSE_SHARE`] of it holds at least that share of what readability
 /// left, so the page is not measured again.
 fn chosen_root(reader: &Readability, page_prose: usize) -> Option<Chosen<'_>> {
     let picked = *reader.doc.select_single(ARTICLE_ROOT).nodes().first()?;
     let own = cleanup::prose_chars(&picked);
+    let body = reader.doc.select_single("body").nodes().first().copied();
     if own as f64 >= cleanup::ARTICLE_MIN_PROSE_SHARE * page_prose as f64 {
+        // the article's first sections, when readability took a later one (only a page
+        // with enough prose outside the article can have them: most pages skip the census)
+        let room = page_prose.saturating_sub(own) >= cleanup::LEAD_MIN_PROSE;
+        let leads = match body {
+            Some(body) if room => cleanup::lead_sections(&body, &picked),
+            _ => Vec::new(),
+        };
+        for lead in leads.iter().rev() {
+            picked.prepend_child(lead);
+        }
         return Some(Chosen {
             picked,
             container: None,
-            prose: own,
+            prose: if leads.is_empty() {
+                own
+            } else {
+                cleanup::prose_chars(&picked)
+            },
         });
     }
-    let container = reader
-        .doc
-        .select_single("body")
-        .nodes()
-        .first()
-        .and_then(|body| cleanup::prose_container(body, &picked));
+    let container = body.and_then(|body| cleanup::prose_container(&body, &picked));
     let prose = container.as_ref().map_or(own, cleanup::prose_chars);
     Some(Chosen {
         picked,

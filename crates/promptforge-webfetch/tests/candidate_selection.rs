@@ -223,22 +223,25 @@ doctors and researchers, funded by its readers, and free of advertising since 20
     }
 }
 
+/// An advertiser disclosure over 500 characters: long enough for readability, once it has
+/// stripped the article as an unlikely candidate, to render it alone without trying again.
+const DISCLOSURE: &str = "Advertiser disclosure: many of the offers that appear on this site \
+    are from companies from which we may receive financial compensation when a reader clicks \
+    on a link, when an application is approved, or when an account is opened. This \
+    compensation may impact how and where products appear on this site, including the order \
+    in which they appear within listing categories, and we do not review every company or \
+    offer available in the marketplace today. Our editors choose what to cover on their own, \
+    and the companies we work with never see a review before it is published, nor may they \
+    ask for one to be changed or taken down afterwards.";
+
 #[test]
 fn an_article_element_with_a_furniture_word_in_its_class_is_kept() {
     // `template-with-sidebar` names the page layout, but readability strips the element as
     // an unlikely candidate and renders the disclosure box alone, long enough for it not to
     // try again (the second pass keeps the article, and joins the box beside it)
-    let disclosure = "Advertiser disclosure: many of the offers that appear on this site are \
-        from companies from which we may receive financial compensation when a reader clicks \
-        on a link, when an application is approved, or when an account is opened. This \
-        compensation may impact how and where products appear on this site, including the \
-        order in which they appear within listing categories, and we do not review every \
-        company or offer available in the marketplace today. Our editors choose what to \
-        cover on their own, and the companies we work with never see a review before it is \
-        published, nor may they ask for one to be changed or taken down afterwards.";
     let html = format!(
         r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
-<div class="disclosure-box"><p>{disclosure}</p></div>
+<div class="disclosure-box"><p>{DISCLOSURE}</p></div>
 <article class="post-template-with-sidebar"><h1>How sleep shapes memory</h1>{}</article>
 </body></html>"#,
         each(5, |i| format!("<p>{}</p>", para(0, i)))
@@ -378,5 +381,110 @@ fn deeply_nested_streamed_parts_complete() {
         "</div>".repeat(depth)
     );
     let (md, _) = html_to_markdown(&html, Some(URL), Rendering::Article);
+    assert!(md.contains("Section 0 paragraph 3:"), "{md}");
+}
+
+#[test]
+fn an_article_in_a_page_column_named_for_the_footer_is_kept() {
+    // the column holding the article is `above-footer`: readability's first pass strips it
+    // as an unlikely candidate (`footer`) and renders the disclosure box alone, long enough
+    // for it not to try again; the second pass keeps a column whose only furniture words
+    // name a page region and that holds most of the page's prose
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<div class="disclosure-box"><p>{DISCLOSURE}</p></div>
+<div class="above-footer"><div class="post-wrap"><h1>How sleep shapes memory</h1>
+<div class="post-text">{}</div></div></div>
+<div class="site-footer"><p>Guide Example footer</p></div>
+</body></html>"#,
+        each(6, |i| format!("<p>{}</p>", para(0, i)))
+    );
+    let md = article(&html);
+    for i in 0..6 {
+        assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+    }
+    assert!(!md.contains("Guide Example footer"), "{md}");
+}
+
+#[test]
+fn a_long_data_table_in_the_article_does_not_take_its_place() {
+    // readability scores table cells like paragraphs: a list of 200 names and addresses
+    // inside the article outscores its text, and the table's body alone would be rendered
+    // (with a caption beside it, the body is not its table's only child, so readability
+    // does not climb to the table's container, beside the paragraphs)
+    let rows = each(200, |r| {
+        format!(
+            "<tr><td>District {r} of the North County</td><td>Member Name {r}</td>\
+             <td>member.name.{r}@parliament.example</td></tr>"
+        )
+    });
+    let html = format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/health">Health</a></nav></header>
+<div class="story"><h1>How sleep shapes memory</h1><div class="story-body">{}
+<div class="data-box"><table><caption>Members, their districts and email addresses</caption>
+<tr><th>District</th><th>Member</th><th>Email</th></tr>{rows}</table></div>
+</div></div>
+<footer><p>Guide Example footer</p></footer></body></html>"#,
+        each(5, |i| format!("<p>{}</p>", para(0, i)))
+    );
+    let md = article(&html);
+    for i in 0..5 {
+        assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+    }
+    assert!(md.contains("member.name.7@parliament.example"), "{md}");
+}
+
+/// A news story broken by an advertisement: its first `lead` paragraphs in one container,
+/// the rest in another of the same template, in rows of the page that meet seven levels
+/// above the paragraphs (readability joins siblings of its best element, not cousins).
+fn broken_story(lead: usize, rest: usize) -> String {
+    let part = |from: usize, n: usize| {
+        format!(
+            r#"<div class="page-row"><div class="page-row-inner"><div class="story-row">
+<div class="story-col"><div class="story-col-inner"><div class="story-text">{}</div></div></div>
+</div></div></div>"#,
+            each(n, |i| format!(
+                "<p class=\"story-text__paragraph\">{}</p>",
+                para(0, from + i)
+            ))
+        )
+    };
+    format!(
+        r#"<!doctype html><html><head><title>How sleep shapes memory</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/health">Health</a></nav></header>
+<main><div class="page-content"><h1>How sleep shapes memory</h1>
+<section class="lead-row">{}</section>
+<div class="ad-slot"><div class="ad-label">Advertisement</div></div>
+<section class="main-row">{}</section>
+</div></main>
+<footer><p>Guide Example footer</p></footer></body></html>"#,
+        part(0, lead),
+        part(lead, rest)
+    )
+}
+
+#[test]
+fn the_lead_of_a_story_broken_by_an_advertisement_is_kept() {
+    let md = article(&broken_story(3, 12));
+    for i in 0..15 {
+        assert!(md.contains(&format!("Section 0 paragraph {i}:")), "{md}");
+    }
+    // in the page's order
+    let at = |i: usize| md.find(&format!("Section 0 paragraph {i}:")).unwrap();
+    assert!(at(0) < at(2) && at(2) < at(3) && at(3) < at(14), "{md}");
+}
+
+#[test]
+fn prose_of_another_shape_before_the_article_is_not_taken_as_its_lead() {
+    // the same page with its lead paragraphs in a teaser box of another class: not the
+    // article's shape, so not taken
+    let html = broken_story(3, 12).replacen(
+        "<p class=\"story-text__paragraph\">",
+        "<p class=\"teaser-text\">",
+        3,
+    );
+    let md = article(&html);
+    assert!(!md.contains("Section 0 paragraph 0:"), "{md}");
     assert!(md.contains("Section 0 paragraph 3:"), "{md}");
 }

@@ -716,3 +716,178 @@ fn a_news_site_shaped_article() {
         ],
     );
 }
+
+#[test]
+fn notices_closing_the_article_are_dropped() {
+    let notices = [
+        "© 2024, Daily Example. This article is the copyrighted property of Daily Example. \
+         Written permission must be obtained before reprint in online or print media.",
+        "Copyright 2024 Daily Example Media. Reporting by Jane Roe.",
+        "This entry was posted in Transport and tagged buses, council, suburbs.",
+        "If you're seeing this message but you're already a subscriber, you can log in for \
+         immediate access to this story.",
+        "We want to hear what you think about this article. Submit a letter to the editor \
+         or write to letters@news.example.",
+        "For the latest stories and breaking news updates download the Daily Example apps \
+         for iOS and Android.",
+        "If you enjoyed reading this post, would you consider supporting our work? Just \
+         click here. Thanks!",
+        "Suggested citation: Roe, Jane: Council expands bus network, Daily Example, \
+         2024/05/02.",
+        "Advertising disclosure: we may receive compensation for some of the links in our \
+         stories.",
+        "This site uses Akismet to reduce spam. Learn how your comment data is processed.",
+    ];
+    let after: String = notices.iter().map(|n| format!("<p>{n}</p>\n")).collect();
+    let md = article(&body_then(&after));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "copyrighted property",
+            "Copyright 2024",
+            "This entry was posted",
+            "already a subscriber",
+            "letter to the editor",
+            "iOS and Android",
+            "supporting our work",
+            "Suggested citation",
+            "Advertising disclosure",
+            "Akismet",
+        ],
+    );
+}
+
+#[test]
+fn an_attribution_and_the_same_words_amid_the_body_stay() {
+    // a source's attribution that speaks of copyright is the article's; a body paragraph
+    // that quotes a notice's words is not a notice; a long closing block is not one either
+    let (first, rest) = split_body("<p>Officials");
+    let amid = "<p>The council published letters to the editor of this newspaper and the \
+        transit agency's own survey on its website, without permission from the readers who \
+        wrote them, a spokesperson said, and the agency's app for iOS and Android will show \
+        the new routes from the first day of service in September.</p>\n";
+    let attribution = "<p>(Copyright: parts of this report are reproduced from the minutes \
+        of the council's transport committee, which are published under an open licence.)</p>";
+    let md = article(&page(
+        "Council expands bus network",
+        &format!("{first}{amid}{rest}{attribution}"),
+    ));
+    assert_body_kept(&md);
+    assert_kept(
+        &md,
+        &[
+            "published letters to the editor",
+            "parts of this report are reproduced",
+        ],
+    );
+}
+
+#[test]
+fn sign_up_pitches_and_photo_credits_amid_the_article_are_dropped() {
+    let (first, rest) = split_body("<p>Officials");
+    let furniture = "<p>Never miss the latest news by signing up to our newsletter today!</p>\n\
+        <p><a href=\"/signup\">Get the Daily Example's morning edition by email and never \
+        miss our top stories</a> <a href=\"/signup\">Free sign up</a></p>\n\
+        <p>Photograph by Jane Roe, Northern Transit Agency</p>\n\
+        <p><img src=\"/bus.jpg\" alt=\"\"><em>(Credit: Jane Roe / Daily Example)</em></p>\n";
+    // a body paragraph that speaks of a newsletter and subscribing is not a pitch
+    let newsletter = "<p>The transit agency's newsletter, which about twelve thousand residents \
+        subscribe to by email, will list the new timetables in August, and printed copies \
+        will be left at libraries and community centres in the northern suburbs.</p>\n";
+    let md = article(&page(
+        "Council expands bus network",
+        &format!("{first}{furniture}{newsletter}{rest}"),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "Never miss",
+            "morning edition",
+            "Free sign up",
+            "Photograph by",
+            "(Credit:",
+        ],
+    );
+    assert_kept(&md, &["subscribe to by email"]);
+}
+
+#[test]
+fn a_disclosure_of_compensation_above_the_article_is_dropped() {
+    let disclosure = "<p>This post contains references to products from one or more of our \
+        advertisers. We may receive compensation when you click on links to those products.</p>\n";
+    let md = article(&page(
+        "Council expands bus network",
+        &format!("{disclosure}{}", body(4)),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(&md, &["receive compensation"]);
+}
+
+#[test]
+fn spoken_media_labels_and_a_player_configuration_taken_for_an_image_are_dropped() {
+    // a video player whose configuration (JSON naming a poster `.jpg`) sits in a data
+    // attribute: readability's repair of lazy images makes it an image's address
+    let (first, rest) = split_body("<p>Officials");
+    let player = r#"<figure class="media-with-caption"><div class="placeholder">Media playback is unsupported on your device</div>
+<figure class="media-player" data-playable='{"settings":{"counter":"news.story.page","poster":"https://media.example/p0896.jpg","items":[{"id":"p0896","duration":51}]}}'></figure>
+</figure>"#;
+    let photo = "<div><img src=\"https://media.example/depot.jpg\" alt=\"\"></div>\n\
+        <p>Image copyright Reuters</p>\n<p>Image caption Buses wait at the northern terminus on \
+        Tuesday morning</p>\n";
+    let md = article(&page(
+        "Council expands bus network",
+        &format!("{player}\n{first}{photo}{rest}<p>Keep reading</p>"),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &[
+            "Media playback",
+            "settings",
+            "Image copyright",
+            "Image caption",
+            "Keep reading",
+        ],
+    );
+    assert_kept(&md, &["https://media.example/depot.jpg"]);
+}
+
+#[test]
+fn a_layout_probe_echoing_its_class_is_dropped_and_a_unit_word_stays() {
+    let probe = r#"<div class="BreakpointDetector__container"><span class="BreakpointDetector__for-phone-only___4_LFl">for-phone-only</span><span class="BreakpointDetector__for-desktop-up___3y1_j">for-desktop-up</span></div>"#;
+    let unit =
+        r#"<p>Journey time: 35 <span class="details-unit details-minutes">minutes</span></p>"#;
+    let md = article(&body_then(&format!("{unit}\n{probe}")));
+    assert_body_kept(&md);
+    assert_dropped(&md, &["for-phone-only", "for-desktop-up"]);
+    assert_kept(&md, &["35 minutes"]);
+}
+
+#[test]
+fn a_cookie_banner_and_article_navigation_labels_are_dropped() {
+    let after = "<p>This website uses cookies to improve your experience. We'll assume you're ok \
+        with this, but you can opt-out if you wish. Accept Read More</p>\n\
+        <p><a href=\"/prev\">Previous article</a></p>\n<p><a href=\"/next\">Next article</a></p>\n\
+        <p>Add to Pocket</p>";
+    let md = article(&body_then(after));
+    assert_body_kept(&md);
+    assert_dropped(
+        &md,
+        &["uses cookies", "Previous article", "Next article", "Pocket"],
+    );
+}
+
+#[test]
+fn a_caption_box_long_enough_to_pass_for_a_paragraph_is_dropped() {
+    let (first, rest) = split_body("<p>Officials");
+    let caption = r#"<div class="wp-caption alignnone"><img src="/depot.jpg" alt="" width="600" height="375">
+<div class="wp-caption-text">Buses wait at the northern terminus on Tuesday morning, where the four new routes will start and end from September onwards, as drivers in training watch from the depot's platform (AP Photo/Jane Roe)</div></div>"#;
+    let md = article(&page(
+        "Council expands bus network",
+        &format!("{first}{caption}\n{rest}"),
+    ));
+    assert_body_kept(&md);
+    assert_dropped(&md, &["northern terminus", "depot.jpg"]);
+}
