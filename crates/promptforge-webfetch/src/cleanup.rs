@@ -635,7 +635,11 @@ pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         if e.name == "img" && n.attr("src").is_some_and(|src| !is_image_address(&src)) {
             return true;
         }
-        if !e.block_inside && e.stats.words == 1 && is_class_echo(n) {
+        if !e.block_inside
+            && e.stats.words == 1
+            && e.stats.chars <= CLASS_ECHO_MAX_CHARS
+            && is_class_echo(n)
+        {
             return true;
         }
         if e.body_inside {
@@ -658,6 +662,10 @@ pub(crate) fn drop_non_content<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
 fn is_image_address(src: &str) -> bool {
     !src.contains(['{', '"', '<'])
 }
+
+/// The longest text (in characters) [`is_class_echo`] reads: a probe's name is short, and
+/// reading no more bounds the work on a page nesting one long word thousands deep.
+const CLASS_ECHO_MAX_CHARS: usize = 64;
 
 /// Whether an element's text is one identifier (two or more `-` or `_` joining its parts)
 /// that its own `class` spells out: a probe a script measures, hidden by the stylesheet
@@ -762,12 +770,17 @@ pub(crate) fn drop_by_hint<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
     census.sweep(|_, e| {
         if !is_block_name(&e.name)
             || heading_level_of(&e.name).is_some()
-            || matches!(e.name.as_str(), "p" | "li")
             || (e.stats.chars as f64) >= limit
         {
             return false;
         }
         let (hint, author) = class_hints(&e.node);
+        if matches!(e.name.as_str(), "p" | "li") {
+            // a paragraph's class styles it; one that names it a caption is one
+            return e.name == "p"
+                && matches!(hint, Some("caption" | "captions"))
+                && e.stats.words <= CAPTION_BOX_MAX_WORDS;
+        }
         // a bio is long enough to count as a body paragraph: an author box goes while it
         // stays bio-sized (a quotation's `author` class styles its attribution)
         let author_box = author && e.stats.words <= AUTHOR_BOX_MAX_WORDS && e.name != "blockquote";
@@ -2105,16 +2118,21 @@ const SHAPED_PROSE_SHARE: f64 = 0.4;
 /// data table inside an article (a list of names and addresses) outscores its text.
 const NO_PROSE_SHARE: f64 = 0.1;
 
-/// Whether at least half of `node`'s text sits in table cells (a data table, not prose).
-fn is_mostly_table(node: &NodeRef<'_>) -> bool {
-    let chars = |n: &NodeRef<'_>| n.text().chars().filter(|c| !c.is_whitespace()).count();
-    let all = chars(node);
-    let cells: usize = dom_query::Selection::from(*node)
-        .select("td, th")
-        .nodes()
-        .iter()
-        .map(chars)
-        .sum();
+/// Whether at least half of census entry `at`'s text sits in table cells (a data table, not
+/// prose). One pass over its subtree: a cell's subtree is counted once, with any cell
+/// nested in it.
+fn is_mostly_table(entries: &[Entry<'_>], at: usize) -> bool {
+    let all = entries[at].stats.chars;
+    let mut cells = 0;
+    let mut i = at + 1;
+    while i < entries[at].end {
+        if matches!(entries[i].name.as_str(), "td" | "th") {
+            cells += entries[i].stats.chars;
+            i = entries[i].end;
+        } else {
+            i += 1;
+        }
+    }
     all > 0 && cells * 2 >= all
 }
 
@@ -2154,7 +2172,7 @@ pub(crate) fn prose_container<'a>(
     if !inside(ci, at) || ci == at {
         return None;
     }
-    if (prose(at) as f64) < NO_PROSE_SHARE * total as f64 && is_mostly_table(article) {
+    if (prose(at) as f64) < NO_PROSE_SHARE * total as f64 && is_mostly_table(entries, at) {
         return Some(entries[ci].node);
     }
     // the shapes (tag and class) of the article's blocks and of its ancestors below the
@@ -2266,16 +2284,18 @@ pub(crate) fn lead_sections<'a>(scope: &NodeRef<'a>, article: &NodeRef<'a>) -> V
     if shapes.is_empty() {
         return Vec::new();
     }
-    let mut below = at;
+    let mut below = Some(at);
     for _ in 0..LEAD_MAX_LEVELS {
-        let Some(a) = entries[below].parent else {
+        // the next ancestor up (`None`: `scope` itself, whose children start the census)
+        let Some(from) = below else {
             break;
         };
-        // the body paragraphs before the article (everything before `at` in the census
-        // order but the article's ancestors), and those shaped like the article's
+        let up = entries[from].parent;
+        // the body paragraphs before the article inside it (everything before `at` in the
+        // census order but the article's ancestors), and those shaped like the article's
         let (mut before, mut shaped) = (0usize, 0usize);
         let mut leads = Vec::new();
-        let mut i = a + 1;
+        let mut i = up.map_or(0, |a| a + 1);
         while i < at {
             let e = &entries[i];
             if e.leaf {
@@ -2299,7 +2319,10 @@ pub(crate) fn lead_sections<'a>(scope: &NodeRef<'a>, article: &NodeRef<'a>) -> V
                 Vec::new()
             };
         }
-        below = a;
+        if up.is_none() {
+            break;
+        }
+        below = up;
     }
     Vec::new()
 }
@@ -2954,5 +2977,37 @@ mod tests {
             );
             assert!(doc.select(".site-footer").is_empty(), "{class}");
         }
+    }
+
+    #[test]
+    fn the_lead_and_table_steps_walk_deep_nesting_without_recursion() {
+        let depth = 5_000;
+        // nested table cells under the article; a lead paragraph of its shape before it
+        let cells = format!(
+            "{}x{}",
+            "<table><tr><td class=cell>".repeat(depth),
+            "</td></tr></table>".repeat(depth)
+        );
+        let doc = Document::from(format!(
+            "<html><body><div class=lead><p class=story>{}</p></div>\
+             <div class=main><div id=art><p class=story>{}</p><p class=story>{}</p>{cells}</div></div>\
+             </body></html>",
+            &BODY[3..BODY.len() - 4],
+            &BODY[3..BODY.len() - 4],
+            &BODY[3..BODY.len() - 4],
+        ));
+        let body = *doc.select_single("body").nodes().first().unwrap();
+        let art = *doc.select_single("#art").nodes().first().unwrap();
+        assert_eq!(lead_sections(&body, &art).len(), 1);
+        assert!(prose_container(&body, &art).is_none());
+        // a long word in inline elements nested thousands deep: read once, bounded
+        let word = "w".repeat(100_000);
+        let doc = Document::from(format!(
+            "<html><body><div id=root>{BODY}{}{word}{}</div></body></html>",
+            "<span class=probe>".repeat(depth),
+            "</span>".repeat(depth)
+        ));
+        let root = *doc.select_single("#root").nodes().first().unwrap();
+        assert!(drop_non_content(&root).is_empty());
     }
 }
