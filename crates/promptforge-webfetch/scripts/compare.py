@@ -9,6 +9,14 @@ peers into their own venv). Datasets are read from where they lie; nothing is co
   --wcxb DIR          WCXB (metadata.json, {dev,test}/ground-truth/*.json, {dev,test}/html/)
   --mozilla DIR       Mozilla Readability's repository (test/test-pages/*/source.html and
                       expected.html)
+  --l3s-gn1 DIR       L3S-GN1 (621 Google News pages of 2008; research use only): a folder
+                      with input/<id>.html and GoldStandard/<id>.txt, the page annotated
+                      with x-nc-sel* classes; the truth is the "full text" (x-nc-sel2)
+                      blocks (headline, captions, related links and comments are not)
+  --dragnet DIR       Dragnet's data (1,381 news and blog pages of 2012): input/<id>.html and
+                      GoldStandard/<id>.txt, the truth being the text before its comments
+                      marker. (Both as mirrored, in that layout, by the
+                      html-cleaning-dataset-merged repository.)
   --trafilatura DIR   trafilatura's repository (tests/evaldata.json, tests/eval/ and
                       tests/cache/): its evaluation set, 990 pages (news, blogs, shops; many
                       languages) with a few must-include and must-exclude snippets each.
@@ -154,6 +162,34 @@ def load_trafilatura(root: Path, out_dir: Path) -> list[dict]:
         pages.append(
             {"id": f"{i:04d}", "path": str(path), "url": url, "with": item["with"], "without": item["without"]}
         )
+    return pages
+
+
+def load_goldstandard(root: Path, kind: str, out_dir: Path) -> list[dict]:
+    """L3S-GN1 or Dragnet in the input/ + GoldStandard/ layout; pages decoded once."""
+    import lxml.html
+
+    decoded = out_dir / f"{kind}-pages"
+    decoded.mkdir(parents=True, exist_ok=True)
+    pages = []
+    for gold in sorted((root / "GoldStandard").glob("*.txt")):
+        src = root / "input" / f"{gold.stem}.html"
+        if not src.is_file():
+            continue
+        if kind == "l3s-gn1":
+            doc = lxml.html.fromstring(gold.read_bytes())
+            truth = "\n".join(
+                el.text_content()
+                for el in doc.iter()
+                if isinstance(el.tag, str) and "x-nc-sel2" in (el.get("class") or "").split()
+            )
+        else:
+            truth = gold.read_bytes().decode("utf-8", errors="replace").split("!@#$%^&*() COMMENTS")[0]
+        if not truth.strip():
+            continue
+        path = decoded / f"{gold.stem}.html"
+        path.write_text(decode_page(src.read_bytes()), encoding="utf-8")
+        pages.append({"id": gold.stem, "path": str(path), "url": "http://news.example/", "truth": truth})
     return pages
 
 
@@ -467,6 +503,8 @@ def main() -> None:
     ap.add_argument("--wcxb-split", default="test", choices=["dev", "test"])
     ap.add_argument("--wcxb-types", default="article", help="comma-separated page types")
     ap.add_argument("--mozilla", type=Path)
+    ap.add_argument("--l3s-gn1", type=Path, help="L3S-GN1 in the input/ + GoldStandard/ layout")
+    ap.add_argument("--dragnet", type=Path, help="Dragnet's data in the input/ + GoldStandard/ layout")
     ap.add_argument("--trafilatura", type=Path, help="trafilatura's repository (its evaluation set)")
     ap.add_argument("--ours-only", action="store_true", help="skip the peers (development runs)")
     ap.add_argument(
@@ -488,10 +526,14 @@ def main() -> None:
         )
     if args.mozilla:
         datasets.append(("Mozilla Readability test pages", load_mozilla(args.mozilla)))
+    if args.l3s_gn1:
+        datasets.append(("L3S-GN1", load_goldstandard(args.l3s_gn1, "l3s-gn1", args.out)))
+    if args.dragnet:
+        datasets.append(("Dragnet", load_goldstandard(args.dragnet, "dragnet", args.out)))
     if args.trafilatura:
         datasets.append(("trafilatura evaluation set", load_trafilatura(args.trafilatura, args.out)))
     if not datasets:
-        sys.exit("give at least one of --scrapinghub, --wcxb, --mozilla, --trafilatura")
+        sys.exit("give at least one of --scrapinghub, --wcxb, --mozilla, --l3s-gn1, --dragnet, --trafilatura")
 
     report = []
     for name, pages in datasets:

@@ -70,9 +70,9 @@ const NON_CONTENT_ROLES: &[&str] = &[
 ];
 
 /// Words that name a kind of page furniture when one of them is a whole token of an
-/// element's `class` or `id` (split on anything that is not an ASCII letter or digit,
-/// lowercased): `newsletter-box` and `related_posts` match, `adam`, `shadow` and
-/// `commentary` do not. Words that builders put on every box (`widget`, `hidden`,
+/// element's `class` or `id` (split on anything that is not an ASCII letter or digit and
+/// where a lowercase letter meets an uppercase one, lowercased): `newsletter-box`,
+/// `related_posts` and `pictureCaption` match, `adam`, `shadow` and `commentary` do not. Words that builders put on every box (`widget`, `hidden`,
 /// `footer` of a theme's layout grid) are deliberately absent.
 pub(crate) const HINT_WORDS: &[&str] = &[
     "ad",
@@ -735,7 +735,17 @@ fn class_hints(node: &NodeRef<'_>) -> (Option<&'static str>, bool) {
     if names.is_empty() {
         return (hint, author);
     }
-    let lower = names.to_ascii_lowercase();
+    // camelCase names split where a lowercase letter meets an uppercase one:
+    // `pictureCaption` is `picture caption`
+    let mut lower = String::with_capacity(names.len() + 8);
+    let mut prev_lower = false;
+    for c in names.chars() {
+        if prev_lower && c.is_ascii_uppercase() {
+            lower.push(' ');
+        }
+        prev_lower = c.is_ascii_lowercase();
+        lower.push(c.to_ascii_lowercase());
+    }
     let mut previous = "";
     for token in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
         if token.is_empty() {
@@ -2078,6 +2088,28 @@ pub(crate) fn strip_unlikely(body: &NodeRef<'_>, page_prose: usize) {
                         .all(|w| REGION_WORDS.contains(w))))
     });
     remove_all(&doomed);
+}
+
+/// Gives readability's paragraphs the furniture names of the `div`s they come from.
+///
+/// Readability turns a `div` holding only text and inline elements (and under a quarter of
+/// link text) into a new `p` that carries none of the `div`'s attributes: the class that
+/// named a caption, a share bar or an author box (`<div class="pictureCaption">`) is gone
+/// before rule 2 could read it. Such a `div` whose `class` or `id` names furniture
+/// ([`HINT_WORDS`], an author box) becomes a `p` here, attributes kept, which is what
+/// readability would make of it. One walk over `body`.
+pub(crate) fn keep_furniture_names(body: &NodeRef<'_>) {
+    let census = Census::new(body);
+    for e in &census.entries {
+        if e.name != "div" || e.block_inside || e.stats.chars == 0 || e.stats.link_density() >= 0.25
+        {
+            continue;
+        }
+        let (hint, author) = class_hints(&e.node);
+        if hint.is_some() || author {
+            e.node.rename("p");
+        }
+    }
 }
 
 /// A hidden element holding at least this share of the page's prose is shown.

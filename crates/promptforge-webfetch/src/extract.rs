@@ -165,6 +165,9 @@ fn article_markdown(
         if streamed {
             streaming::reveal_streamed_segments(&reader.doc);
         }
+        if let Some(body) = reader.doc.select_single("body").nodes().first() {
+            cleanup::keep_furniture_names(body);
+        }
         Some(reader)
     };
     let mut reader = new_reader()?;

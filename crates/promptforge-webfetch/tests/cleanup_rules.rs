@@ -884,6 +884,7 @@ fn a_caption_box_long_enough_to_pass_for_a_paragraph_is_dropped() {
     let (first, rest) = split_body("<p>Officials");
     let caption = r#"<div class="wp-caption alignnone"><img src="/depot.jpg" alt="" width="600" height="375">
 <div class="wp-caption-text">Buses wait at the northern terminus on Tuesday morning, where the four new routes will start and end from September onwards, as drivers in training watch from the depot's platform (AP Photo/Jane Roe)</div></div>
+<div class="pictureCaption"><img src="/tram.jpg" alt="">Trams and buses share the station forecourt, where the council plans new shelters for passengers changing between the four routes and the tram line (Jane Roe/Daily Example)</div>
 <figure><img src="/drivers.jpg" alt=""><p class="caption overlayed">Drivers in training practise on the new northern route on Monday, a week before the transit agency's first public trial runs with passengers from the suburbs to the hospital district.</p></figure>"#;
     let md = article(&page(
         "Council expands bus network",
@@ -892,6 +893,11 @@ fn a_caption_box_long_enough_to_pass_for_a_paragraph_is_dropped() {
     assert_body_kept(&md);
     assert_dropped(
         &md,
-        &["northern terminus", "depot.jpg", "Drivers in training"],
+        &[
+            "northern terminus",
+            "depot.jpg",
+            "Drivers in training",
+            "forecourt",
+        ],
     );
 }
