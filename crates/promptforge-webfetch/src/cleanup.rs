@@ -382,6 +382,22 @@ struct Entry<'a> {
     parent: Option<usize>,
 }
 
+impl Entry<'_> {
+    /// Whether this is a body paragraph: a leaf block's statistics say so and it is no
+    /// heading.
+    fn is_body_paragraph(&self) -> bool {
+        heading_level_of(&self.name).is_none() && self.stats.is_body()
+    }
+
+    /// The element's shape: its tag with its `class` words (whitespace collapsed), `None`
+    /// without a class. Blocks of one template share a shape.
+    fn shape(&self) -> Option<(String, String)> {
+        let class = self.node.attr("class")?;
+        let words = class.split_whitespace().collect::<Vec<_>>().join(" ");
+        (!words.is_empty()).then(|| (self.name.clone(), words))
+    }
+}
+
 /// Every element under the article root with its subtree's statistics, computed in one
 /// walk without recursion (a hostile page can nest elements thousands deep): each rule
 /// takes a fresh census, so its decisions see what the previous rules left, and the whole
@@ -880,7 +896,7 @@ pub(crate) fn drop_link_lists<'a>(root: &NodeRef<'a>) -> Vec<NodeRef<'a>> {
         .entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.leaf && heading_level_of(&e.name).is_none() && e.stats.is_body())
+        .filter(|(_, e)| e.leaf && e.is_body_paragraph())
         .map(|(i, _)| i)
         .collect();
     let (first_body, last_body) = match (body.first(), body.last()) {
@@ -1849,7 +1865,7 @@ fn is_end_notice(text: &str) -> bool {
 pub(crate) fn drop_edge_furniture<'a>(root: &NodeRef<'a>, authors: &[String]) -> Vec<NodeRef<'a>> {
     let census = Census::new(root);
     let blocks = census.leaf_blocks();
-    let body = |b: &Entry<'_>| heading_level_of(&b.name).is_none() && b.stats.is_body();
+    let body = |b: &Entry<'_>| b.is_body_paragraph();
     // a disclosure long enough to pass for a body paragraph does not start the article
     let disclosure = |b: &Entry<'_>| {
         b.stats.words <= DISCLOSURE_MAX_WORDS && is_affiliate_disclosure(&norm_text(&b.node))
@@ -1981,7 +1997,7 @@ impl Census<'_> {
         while i < entries.len() {
             let e = &entries[i];
             if e.leaf {
-                if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+                if e.is_body_paragraph() {
                     prose_at[i + 1] = e.stats.chars;
                 }
                 i = e.end;
@@ -2209,13 +2225,7 @@ pub(crate) fn prose_container<'a>(
     }
     // the shapes (tag and class) of the article's blocks and of its ancestors below the
     // container
-    let shape = |i: usize| {
-        let class = entries[i].node.attr("class");
-        let words = class.map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "));
-        words
-            .filter(|w| !w.is_empty())
-            .map(|w| (entries[i].name.clone(), w))
-    };
+    let shape = |i: usize| entries[i].shape();
     let mut shapes: HashSet<(String, String)> = HashSet::new();
     let mut up = entries[at].parent;
     while let Some(p) = up.filter(|&p| p != ci) {
@@ -2246,7 +2256,7 @@ pub(crate) fn prose_container<'a>(
         }
         let e = &entries[i];
         if e.leaf {
-            if heading_level_of(&e.name).is_none() && e.stats.is_body() {
+            if e.is_body_paragraph() {
                 extra += e.stats.chars;
                 if shaped_at[i - ci] {
                     shaped += e.stats.chars;
@@ -2293,19 +2303,14 @@ pub(crate) fn lead_sections<'a>(scope: &NodeRef<'a>, article: &NodeRef<'a>) -> V
     let Some(at) = entries.iter().position(|e| e.node.id == article.id) else {
         return Vec::new();
     };
-    let shape = |i: usize| {
-        let class = entries[i].node.attr("class")?;
-        let words = class.split_whitespace().collect::<Vec<_>>().join(" ");
-        (!words.is_empty()).then(|| (entries[i].name.clone(), words))
-    };
-    let is_body = |e: &Entry<'_>| heading_level_of(&e.name).is_none() && e.stats.is_body();
+    let shape = |i: usize| entries[i].shape();
     // the shapes of the article's body paragraphs
     let mut shapes: HashSet<(String, String)> = HashSet::new();
     let mut i = at + 1;
     while i < entries[at].end {
         let e = &entries[i];
         if e.leaf {
-            if is_body(e) {
+            if e.is_body_paragraph() {
                 shapes.extend(shape(i));
             }
             i = e.end;
@@ -2331,7 +2336,7 @@ pub(crate) fn lead_sections<'a>(scope: &NodeRef<'a>, article: &NodeRef<'a>) -> V
         while i < at {
             let e = &entries[i];
             if e.leaf {
-                if is_body(e) {
+                if e.is_body_paragraph() {
                     before += e.stats.chars;
                     if shape(i).is_some_and(|k| shapes.contains(&k)) {
                         shaped += e.stats.chars;
