@@ -165,19 +165,16 @@ fn article_markdown(
         if streamed {
             streaming::reveal_streamed_segments(&reader.doc);
         }
-        if let Some(body) = reader.doc.select_single("body").nodes().first() {
-            cleanup::keep_furniture_names(body);
-        }
-        Some(reader)
+        let page_prose = reader
+            .doc
+            .select_single("body")
+            .nodes()
+            .first()
+            .map_or(0, cleanup::prepare_page);
+        Some((reader, page_prose))
     };
-    let mut reader = new_reader()?;
+    let (mut reader, page_prose) = new_reader()?;
     let headings = first_headings(&reader.doc);
-    let page_prose = reader
-        .doc
-        .select_single("body")
-        .nodes()
-        .first()
-        .map_or(0, cleanup::show_hidden_article);
     let article = reader.parse().ok()?;
     let first = chosen_root(&reader, page_prose)?;
     let weak = (first.prose as f64) < RETRY_BELOW_PROSE_SHARE * page_prose as f64;
@@ -185,9 +182,8 @@ fn article_markdown(
     // without class weights, the unlikely candidates stripped as before
     let retry = weak
         .then(|| {
-            let mut other = new_reader()?;
+            let (mut other, _) = new_reader()?;
             if let Some(body) = other.doc.select_single("body").nodes().first() {
-                cleanup::show_hidden_article(body);
                 cleanup::strip_unlikely(body, page_prose);
             }
             let found = other.parse_with_policy(ParsePolicy::Clean).ok()?;
