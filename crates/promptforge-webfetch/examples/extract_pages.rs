@@ -11,6 +11,9 @@
 //! rules) and `dropped` (`[{"rule": "...", "text": "..."}]`, what each rule removed), from
 //! `explain_cleanup`, run after the timed call.
 //!
+//! With `--full-article`, pages are rendered with `Rendering::FullArticle` (the article
+//! without the cleanup rules) instead.
+//!
 //! Build it in release for speed figures:
 //! `cargo run --release -p promptforge-webfetch --example extract_pages < manifest.jsonl`.
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
@@ -34,14 +37,19 @@ fn read_page(path: &str) -> std::io::Result<String> {
 }
 
 fn main() -> ExitCode {
-    let explain = match std::env::args().nth(1).as_deref() {
-        None => false,
-        Some("--explain") => true,
-        Some(other) => {
-            eprintln!("unknown argument {other:?} (the only flag is --explain)");
-            return ExitCode::FAILURE;
+    let (mut explain, mut rendering) = (false, Rendering::Article);
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--explain" => explain = true,
+            "--full-article" => rendering = Rendering::FullArticle,
+            other => {
+                eprintln!(
+                    "unknown argument {other:?} (the flags are --explain and --full-article)"
+                );
+                return ExitCode::FAILURE;
+            }
         }
-    };
+    }
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -76,7 +84,7 @@ fn main() -> ExitCode {
         };
         let url = entry["url"].as_str();
         let start = Instant::now();
-        let (markdown, how) = html_to_markdown(&html, url, Rendering::Article);
+        let (markdown, how) = html_to_markdown(&html, url, rendering);
         let seconds = start.elapsed().as_secs_f64();
         let mut record = serde_json::json!({
             "id": id,

@@ -66,6 +66,10 @@ writes ``<dataset>-explain.md``: per rule, how many of the ground truth's 4-gram
 that the cleaned text then lacks (recall it cost) and how many other 4-grams it removed; the before-cleanup score
 next to the after-cleanup one; and every removed block of four or more tokens whose 4-grams
 are mostly in the ground truth (a suspected wrong removal), by page.
+
+``--full-article`` adds a row, ``web_fetch (full article)``: the same binary rendering with
+``Rendering::FullArticle`` (a ``FetchConfig`` with ``article_cleanup(false)``), the article
+readability finds without the cleanup rules, which is what Mozilla's expected outputs hold.
 """
 
 from __future__ import annotations
@@ -250,12 +254,14 @@ def markdown_to_text(md: str) -> str:
     return UNDERSCORE_RE.sub(" ", text)
 
 
-def run_ours(pages: list[dict], binary: Path, explain: bool = False) -> tuple[dict, dict, float, dict]:
+def run_ours(
+    pages: list[dict], binary: Path, flags: tuple[str, ...] = ()
+) -> tuple[dict, dict, float, dict]:
     manifest = "".join(
         json.dumps({"id": p["id"], "path": p["path"], "url": p["url"]}) + "\n" for p in pages
     )
     done = subprocess.run(
-        [str(binary)] + (["--explain"] if explain else []),
+        [str(binary), *flags],
         input=manifest,
         capture_output=True,
         text=True,
@@ -512,6 +518,11 @@ def main() -> None:
         action="store_true",
         help="also write <dataset>-explain.md: what each cleanup rule removed, against the truth",
     )
+    ap.add_argument(
+        "--full-article",
+        action="store_true",
+        help="also score the article without the cleanup rules (web_fetch full article)",
+    )
     ap.add_argument("--out", type=Path, default=Path("target/webfetch-compare"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -539,8 +550,13 @@ def main() -> None:
     for name, pages in datasets:
         html = {p["id"]: read_text(Path(p["path"])) for p in pages}
         systems = {}
-        texts, markdown, secs, explained = run_ours(pages, args.binary, args.explain)
+        texts, markdown, secs, explained = run_ours(
+            pages, args.binary, ("--explain",) if args.explain else ()
+        )
         systems["web_fetch"] = (texts, secs)
+        if args.full_article:
+            full_texts, _, full_secs, _ = run_ours(pages, args.binary, ("--full-article",))
+            systems["web_fetch (full article)"] = (full_texts, full_secs)
         if args.explain and "truth" in pages[0]:
             (args.out / f"{slug(name)}-explain.md").write_text(
                 explain_report(name, pages, texts, explained), encoding="utf-8"

@@ -97,6 +97,7 @@ pub struct FetchConfig {
     pub(crate) deny_cidrs: Vec<Cidr>,
     pub(crate) root_certificates: Vec<Vec<u8>>,
     pub(crate) address_policy: AddressPolicy,
+    pub(crate) article_cleanup: bool,
 }
 
 impl Default for FetchConfig {
@@ -114,6 +115,7 @@ impl Default for FetchConfig {
             deny_cidrs: Vec::new(),
             root_certificates: Vec::new(),
             address_policy: AddressPolicy::default(),
+            article_cleanup: true,
         }
     }
 }
@@ -181,6 +183,12 @@ impl FetchConfig {
     pub fn root_certificates(&self) -> &[Vec<u8>] {
         &self.root_certificates
     }
+
+    /// Whether an article is cleaned of captions, galleries, related-link lists and other
+    /// furniture inside it (default `true`; see [`FetchConfigBuilder::article_cleanup`]).
+    pub fn article_cleanup(&self) -> bool {
+        self.article_cleanup
+    }
 }
 
 /// Builds a [`FetchConfig`]. Every setter returns `self`; [`FetchConfigBuilder::build`]
@@ -198,6 +206,7 @@ pub struct FetchConfigBuilder {
     allow_hosts: Vec<(String, IpAddr)>,
     deny_cidrs: Vec<String>,
     root_pems: Vec<Vec<u8>>,
+    article_cleanup: bool,
 }
 
 impl Default for FetchConfigBuilder {
@@ -215,6 +224,7 @@ impl Default for FetchConfigBuilder {
             allow_hosts: Vec::new(),
             deny_cidrs: Vec::new(),
             root_pems: Vec::new(),
+            article_cleanup: d.article_cleanup,
         }
     }
 }
@@ -297,6 +307,17 @@ impl FetchConfigBuilder {
         self
     }
 
+    /// Whether the article a readability pass finds is cleaned (default `true`): captions
+    /// and galleries, related-link lists, newsletter and author boxes, bylines and closing
+    /// notices inside it are dropped, which is what a model reading the page needs. With
+    /// `false` the article comes back whole, as readability.js returns it
+    /// ([`crate::Rendering::FullArticle`]), for a deployment that wants the captions and
+    /// boxes too. `raw: true` still renders the whole page either way.
+    pub fn article_cleanup(mut self, clean: bool) -> Self {
+        self.article_cleanup = clean;
+        self
+    }
+
     /// Validates every field and returns the policy.
     ///
     /// # Errors
@@ -363,6 +384,7 @@ impl FetchConfigBuilder {
             allow_hosts,
             deny_cidrs,
             root_certificates,
+            article_cleanup: self.article_cleanup,
         })
     }
 }
@@ -446,6 +468,7 @@ mod tests {
         assert!(c.allowed_host_addresses().is_empty());
         assert!(c.denied_cidrs().is_empty());
         assert!(c.root_certificates().is_empty());
+        assert!(c.article_cleanup());
     }
 
     #[test]
@@ -463,9 +486,11 @@ mod tests {
             .allow_host_address("Wiki.Internal.Corp.", addr)
             .deny_cidr("10.99.0.0/16")
             .deny_cidr("172.20.0.0/14")
+            .article_cleanup(false)
             .build()
             .unwrap();
         assert!(c.allow_http());
+        assert!(!c.article_cleanup());
         assert_eq!(c.allow_ports(), &[80, 443, 8080]);
         assert!(c.allow_ip_literals());
         assert_eq!(c.max_bytes(), 16 * 1024 * 1024);

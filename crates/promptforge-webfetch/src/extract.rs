@@ -61,6 +61,11 @@ pub enum Rendering {
     /// whole page (`raw: false`, the default).
     #[default]
     Article,
+    /// The readability pass's article as it stands, without the cleanup rules: captions,
+    /// galleries, author boxes and link lists inside the article are kept, as readability.js
+    /// keeps them (a [`crate::FetchConfig`] with `article_cleanup(false)`). A page without
+    /// an article falls back to the whole page, as with [`Rendering::Article`].
+    FullArticle,
     /// The whole page, with scripts, styles and embeds dropped (`raw: true`).
     WholePage,
 }
@@ -72,21 +77,24 @@ impl Rendering {
     }
 }
 
-/// Renders an HTML page to Markdown. With [`Rendering::Article`] a readability pass
-/// isolates the article first; an article under [`MIN_ARTICLE_CHARS`] characters (or a
-/// page the pass cannot read) falls back to the whole page. `base_url` (absolute) resolves
-/// relative links.
+/// Renders an HTML page to Markdown. With [`Rendering::Article`] (or
+/// [`Rendering::FullArticle`]) a readability pass isolates the article first; an article
+/// under [`MIN_ARTICLE_CHARS`] characters (or a page the pass cannot read) falls back to
+/// the whole page. `base_url` (absolute) resolves relative links.
 pub fn html_to_markdown(
     html: &str,
     base_url: Option<&str>,
     rendering: Rendering,
 ) -> (String, Extraction) {
-    if rendering == Rendering::Article
-        && let Some(article) = readability_markdown(html, base_url)
-    {
-        return (article, Extraction::Readability);
+    let article = match rendering {
+        Rendering::Article => readability_markdown(html, base_url),
+        Rendering::FullArticle => full_article_markdown(html, base_url),
+        Rendering::WholePage => None,
+    };
+    match article {
+        Some(article) => (article, Extraction::Readability),
+        None => (whole_page_markdown(html, base_url), Extraction::RawHtml),
     }
-    (whole_page_markdown(html, base_url), Extraction::RawHtml)
 }
 
 /// The readability path alone: `None` when no article of at least
@@ -103,8 +111,15 @@ pub fn readability_markdown(html: &str, base_url: Option<&str>) -> Option<String
     match article_markdown(html, base_url, Cleanup::Apply(None))? {
         Some(markdown) => Some(markdown),
         // the cleanup left less than an article: the uncleaned article beats the whole page
-        None => article_markdown(html, base_url, Cleanup::Skip).flatten(),
+        None => full_article_markdown(html, base_url),
     }
+}
+
+/// The readability path without the cleanup rules ([`Rendering::FullArticle`]): the
+/// article element chosen exactly as [`readability_markdown`] chooses it, rendered whole.
+/// `None` when no article of at least [`MIN_ARTICLE_CHARS`] characters is found.
+pub fn full_article_markdown(html: &str, base_url: Option<&str>) -> Option<String> {
+    article_markdown(html, base_url, Cleanup::Skip).flatten()
 }
 
 /// What the article cleanup did to a page's readability article: for diagnosing and
@@ -473,9 +488,11 @@ chapter</a>.</p></article>
     fn short_article_falls_back_to_whole_page() {
         let html = "<html><body><table><tr><td>Plan</td><td>Price</td></tr>\
                     <tr><td>Pro</td><td>$10</td></tr></table></body></html>";
-        let (md, how) = html_to_markdown(html, None, Rendering::Article);
-        assert_eq!(how, Extraction::RawHtml);
-        assert!(md.contains("Pro") && md.contains("$10"), "{md}");
+        for rendering in [Rendering::Article, Rendering::FullArticle] {
+            let (md, how) = html_to_markdown(html, None, rendering);
+            assert_eq!(how, Extraction::RawHtml, "{rendering:?}");
+            assert!(md.contains("Pro") && md.contains("$10"), "{md}");
+        }
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub use config::{
 };
 pub use extract::{
     CleanupExplanation, Extraction, MIN_ARTICLE_CHARS, Rendering, explain_cleanup,
-    html_to_markdown, readability_markdown, whole_page_markdown,
+    full_article_markdown, html_to_markdown, readability_markdown, whole_page_markdown,
 };
 pub use redact::redacted;
 pub use resolver::{HostLookup, SystemLookup};

@@ -165,7 +165,10 @@ impl WebFetch {
             }
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(ceiling),
         };
-        let rendering = Rendering::from_raw(args.raw.unwrap_or(false));
+        let rendering = match Rendering::from_raw(args.raw.unwrap_or(false)) {
+            Rendering::Article if !fetcher.config().article_cleanup => Rendering::FullArticle,
+            rendering => rendering,
+        };
         match fetcher.fetch(&args.url, rendering, max_chars).await? {
             Outcome::Page(page) => Ok(ToolOutput::untrusted(render(&page))),
             Outcome::Soft(message) => {

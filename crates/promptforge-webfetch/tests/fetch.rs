@@ -60,6 +60,51 @@ async fn html_goes_through_readability() {
     );
 }
 
+/// An article with a captioned photo and a copyright line: furniture the default cleanup
+/// drops and readability.js keeps.
+const ILLUSTRATED: &str = r#"<!doctype html><html><head><title>Harbour reopens</title></head>
+<body><article><h1>Harbour reopens</h1>
+<p>The harbour reopened on Monday after a month of repairs to the breakwater, which the
+winter storms had breached in two places. Fishing boats were the first to return, followed
+by the ferry to the islands, which had been running from the next town along the coast.</p>
+<figure><img src="/quay.jpg"><figcaption>Boats back at the quay on Monday. Photo: Jane
+Doe</figcaption></figure>
+<p>The council said the repairs came in under budget, and that a second phase, raising the
+sea wall along the promenade, would start in the spring once the tourist season was over
+and the contractors could close the road without disrupting the shops along the front.</p>
+<p>Copyright 2026 Coast Gazette. All rights reserved.</p>
+</article></body></html>"#;
+
+#[tokio::test]
+async fn article_cleanup_is_a_policy_the_deployment_can_turn_off() {
+    let server = TestServer::start(vec![("/harbour", Reply::html(ILLUSTRATED))]).await;
+    let url = server.url("/harbour");
+    let (_, _, extraction, cleaned) = page(&server.tool(), &url).await;
+    assert_eq!(extraction, "readability");
+    assert!(cleaned.contains("second phase"), "{cleaned}");
+    assert!(
+        !cleaned.contains("Boats back at the quay") && !cleaned.contains("All rights reserved"),
+        "{cleaned}"
+    );
+    let whole = server.tool_with(
+        server.policy().article_cleanup(false).build().unwrap(),
+        Lookup::site(),
+    );
+    let (_, _, extraction, full) = page(&whole, &url).await;
+    assert_eq!(extraction, "readability");
+    assert!(full.contains("second phase"), "{full}");
+    assert!(
+        full.contains("Boats back at the quay") && full.contains("All rights reserved"),
+        "{full}"
+    );
+    // raw still means the whole page
+    let out = whole
+        .call(&serde_json::json!({ "url": url, "raw": true }).to_string())
+        .await
+        .unwrap();
+    assert_eq!(parse_page(out.text()).2, "raw-html");
+}
+
 #[tokio::test]
 async fn xhtml_is_html() {
     let server =
