@@ -607,11 +607,14 @@ impl Meter {
         }
     }
 
-    /// A non-empty run of ASCII bytes.
+    /// A run of ASCII bytes.
     fn ascii_run(&mut self, run: &[u8]) {
+        let Some(&first) = run.first() else {
+            return;
+        };
         let counts = measure_ascii(run);
         self.chars += counts.chars;
-        let continues = self.open && !is_ascii_space(run[0]);
+        let continues = self.open && !is_ascii_space(first);
         // the token open before the run goes on: not a new word
         self.words += counts.starts - usize::from(continues);
         if counts.spaces {
