@@ -2,13 +2,17 @@
 //! messages read on one thread and written on another, handed to the server as an
 //! [`lsp_server::Connection`].
 //!
-//! Unlike a plain reader, a bad frame never ends the session: a body that is not JSON is
-//! answered with a JSON-RPC parse error (id `null`), a frame larger than
-//! [`MAX_MESSAGE_BYTES`] is skipped without being held in memory (and the client told), and
-//! a header section longer than [`MAX_HEADER_BYTES`] is refused. Only the end of stdin (or
-//! an I/O error) ends the reader.
+//! Unlike a plain reader, a bad frame never leaves the session deaf: a body that is not
+//! JSON is answered with a JSON-RPC parse error (id `null`); garbage, a bad header section,
+//! a body shorter than its `Content-Length` and a frame larger than [`MAX_MESSAGE_BYTES`]
+//! are skipped up to the next frame's header, bounded in memory, and the client is told
+//! (`window/logMessage`); see `frames.rs` for each case. Only the end of stdin (or an I/O
+//! error) ends the reader, with the reason logged when it ended inside a frame.
 
-use std::io::{self, BufRead, Read, Write};
+mod frames;
+mod json_prefix;
+
+use std::io::{self, Read, Write};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -16,10 +20,14 @@ use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
 use lsp_server::{Connection, Message, Notification};
 use serde_json::json;
 
+use frames::{Frame, Frames};
+pub use json_prefix::MAX_JSON_DEPTH;
+
 /// The largest message body read, in bytes (64 MiB: a document at core's 8 MiB cap,
 /// JSON-escaped, fits many times over).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-/// The longest header section accepted, in bytes.
+/// The longest header section accepted, in bytes (a longer one is skipped up to the next
+/// `Content-Length` header).
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// The threads behind a stdio connection.
@@ -60,7 +68,7 @@ pub fn stdio() -> io::Result<(Connection, IoThreads)> {
         .name("promptforge-lsp-reader".to_owned())
         .spawn(move || {
             let stdin = io::stdin();
-            read_loop(&mut stdin.lock(), &to_server, &notify, &raw_sender);
+            read_loop(stdin.lock(), &to_server, &notify, &raw_sender);
         })?;
     Ok((
         Connection {
@@ -101,134 +109,55 @@ fn write_loop(
     }
 }
 
-/// Reads frames until the input ends.
+/// Reads frames until the input ends (or `exit` arrives).
 pub(crate) fn read_loop(
-    input: &mut impl BufRead,
+    input: impl Read,
     to_server: &Sender<Message>,
     to_client: &Sender<Message>,
     raw: &Sender<Vec<u8>>,
 ) {
+    let mut frames = Frames::new(input);
     loop {
-        let (length, problem) = match read_headers(input) {
-            Ok(Some(header)) => header,
-            Ok(None) | Err(_) => return,
-        };
-        if let Some(problem) = problem {
-            // A bad header section: its body (when its length is known) goes unread.
-            let skipped = length.is_none_or(|length| {
-                io::copy(&mut input.by_ref().take(length as u64), &mut io::sink()).is_ok()
-            });
-            tell(to_client, &problem);
-            if !skipped {
-                return;
-            }
-            continue;
-        }
-        let Some(length) = length else {
-            continue;
-        };
-        if length > MAX_MESSAGE_BYTES {
-            if io::copy(&mut input.by_ref().take(length as u64), &mut io::sink()).is_err() {
-                return;
-            }
-            tell(
-                to_client,
-                &format!(
-                    "a message of {length} bytes was dropped: promptforge-lsp reads messages of at most {} MiB",
-                    MAX_MESSAGE_BYTES / (1024 * 1024)
-                ),
-            );
-            continue;
-        }
-        let mut body = vec![0; length];
-        if input.read_exact(&mut body).is_err() {
-            return;
-        }
-        match serde_json::from_slice::<Message>(&body) {
-            Ok(message) => {
-                let exit = matches!(&message, Message::Notification(n) if n.method == "exit");
-                if to_server.send(message).is_err() || exit {
+        match frames.next_frame() {
+            Frame::Body { body, problem } => {
+                if let Some(problem) = problem {
+                    tell(to_client, &problem);
+                }
+                if !hand_on(body, to_server, raw) {
                     return;
                 }
             }
-            Err(error) => {
-                let (code, text) = if serde_json::from_slice::<serde_json::Value>(&body).is_ok() {
-                    (-32600, format!("invalid request: {error}"))
-                } else {
-                    (-32700, format!("parse error: {error}"))
-                };
-                let reply =
-                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": text}});
-                if raw.send(reply.to_string().into_bytes()).is_err() {
-                    return;
+            Frame::Skipped(what) => tell(to_client, &what),
+            Frame::End(why) => {
+                if let Some(why) = why {
+                    let why = format!("{why}; the session ends");
+                    // The client may be gone: stderr is the editor's server log too.
+                    let _ = writeln!(io::stderr().lock(), "promptforge-lsp: {why}");
+                    tell(to_client, &why);
                 }
+                return;
             }
         }
     }
 }
 
-/// Reads one header section: the `Content-Length` and what was wrong with the section, or
-/// `None` at the end of the input.
-fn read_headers(input: &mut impl BufRead) -> io::Result<Option<(Option<usize>, Option<String>)>> {
-    let mut length: Option<usize> = None;
-    let mut total = 0usize;
-    let mut problem: Option<String> = None;
-    loop {
-        let mut line = Vec::new();
-        let read = input
-            .by_ref()
-            .take((MAX_HEADER_BYTES + 1) as u64)
-            .read_until(b'\n', &mut line)?;
-        if read == 0 {
-            return Ok(None);
+/// Hands a body on to the server, or answers it when it is not a message; `false` once
+/// reading should stop (`exit`, or the server is gone).
+fn hand_on(body: &[u8], to_server: &Sender<Message>, raw: &Sender<Vec<u8>>) -> bool {
+    match serde_json::from_slice::<Message>(body) {
+        Ok(message) => {
+            let exit = matches!(&message, Message::Notification(n) if n.method == "exit");
+            to_server.send(message).is_ok() && !exit
         }
-        total = total.saturating_add(read);
-        if total > MAX_HEADER_BYTES {
-            problem.get_or_insert_with(|| {
-                format!("a message whose headers exceed {MAX_HEADER_BYTES} bytes was dropped")
-            });
-            if !line.ends_with(b"\n") {
-                // Skip the rest of this overlong line, a bounded piece at a time.
-                loop {
-                    let mut rest = Vec::new();
-                    let n = input
-                        .by_ref()
-                        .take(MAX_HEADER_BYTES as u64)
-                        .read_until(b'\n', &mut rest)?;
-                    if n == 0 || rest.ends_with(b"\n") {
-                        break;
-                    }
-                }
-                continue;
-            }
-        }
-        let line = String::from_utf8_lossy(&line);
-        let line = line.trim_end_matches(['\r', '\n']);
-        if line.is_empty() {
-            if total <= 2 && length.is_none() && problem.is_none() {
-                // A stray blank line between frames.
-                total = 0;
-                continue;
-            }
-            if length.is_none() && problem.is_none() {
-                problem = Some("a message without a Content-Length header was dropped".to_owned());
-            }
-            return Ok(Some((length, problem)));
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            match value.trim().parse::<usize>() {
-                Ok(n) => length = Some(n),
-                Err(_) => {
-                    problem.get_or_insert_with(|| {
-                        format!(
-                            "a message with Content-Length `{}` was dropped",
-                            value.trim()
-                        )
-                    });
-                }
-            }
+        Err(error) => {
+            let (code, text) = if serde_json::from_slice::<serde_json::Value>(body).is_ok() {
+                (-32600, format!("invalid request: {error}"))
+            } else {
+                (-32700, format!("parse error: {error}"))
+            };
+            let reply =
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": text}});
+            raw.send(reply.to_string().into_bytes()).is_ok()
         }
     }
 }

@@ -58,6 +58,48 @@ fn bad_frames_are_answered_and_the_session_goes_on() {
     assert_eq!(client.shutdown(), Some(0));
 }
 
+#[test]
+fn after_each_bad_frame_the_next_request_is_answered() {
+    let mut client = Client::spawn(&[]);
+    let symbols = json!({"textDocument": {"uri": uri("none.md")}});
+    let bad: [&[u8]; 3] = [
+        // Garbage without a line break: skipped to the next `Content-Length:`.
+        b"garbage without a line break",
+        // A body shorter than its length (cut mid-message): it ends where the next
+        // header begins, with nothing more needed from the client.
+        b"Content-Length: 4000\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didOp",
+        // A length over the cap that the client never sends.
+        b"Content-Length: 99999999999\r\n\r\n",
+    ];
+    for bytes in bad {
+        client.write_raw(bytes);
+        let answer = client.request("textDocument/documentSymbol", symbols.clone());
+        assert!(
+            answer.response_result.is_ok_and(|v| v.is_null()),
+            "after {bytes:?}"
+        );
+    }
+    let told: Vec<&str> = client
+        .notifications
+        .iter()
+        .filter(|n| n.method == "window/logMessage")
+        .filter_map(|n| n.params["message"].as_str())
+        .collect();
+    assert_eq!(told.len(), 3, "{told:?}");
+    assert!(told[0].contains("28 bytes were skipped"), "{told:?}");
+    assert!(told[1].contains("declared 4000 bytes"), "{told:?}");
+    assert!(told[2].contains("declared 99999999999 bytes"), "{told:?}");
+    // The cut message was answered as what it is, a parse error.
+    let unparsed = client
+        .notifications
+        .iter()
+        .filter(|n| n.method == "test/unparsed");
+    assert_eq!(unparsed.count(), 1);
+    // The input ending inside a body ends the session (no `shutdown`: status 1).
+    client.write_raw(b"Content-Length: 100\r\n\r\n{\"jsonrpc\"");
+    assert_eq!(client.finish(), Some(1));
+}
+
 /// A gateway whose `GET /v1/models` answers only once `release` is notified.
 async fn held_gateway(release: Arc<Notify>, asked: Arc<Mutex<u32>>) -> Loopback {
     let app = Router::new().route(
