@@ -2,7 +2,8 @@
 //! worker thread, and request dispatch.
 //!
 //! Threads: this loop answers every request itself from the document's index (built on
-//! first use per version, linear in the document), except the two that need the picker
+//! first use per version, linear in the document; changes go to a rope, each edit costing
+//! its own length), except the two that need the picker
 //! (a hover on a binding call, inlay hints over binding calls), which go to the picker
 //! thread ([`crate::picker`]) and are answered from there. Diagnostics run on one worker
 //! thread a debounce after the last change; a result for a version that is no longer the
@@ -13,7 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
@@ -41,7 +42,7 @@ use serde_json::{Value, json};
 use crate::analysis::Analysis;
 use crate::features::{self, BindingQuery, HoverAnswer};
 use crate::picker::{Job, PendingHint, PickerHandle, Resources};
-use crate::text::{LineIndex, apply_change};
+use crate::text::{EditBuffer, LineIndex, TooLarge};
 
 /// Documents open at once at most; more are refused (the client is told).
 pub const MAX_OPEN_DOCUMENTS: usize = 256;
@@ -50,6 +51,9 @@ pub const MAX_OPEN_DOCUMENTS: usize = 256;
 pub const MAX_DOCUMENT_BYTES: usize = 32 * 1024 * 1024;
 /// The default quiet period after a change before diagnostics are computed.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
+/// Messages already queued that are handled before due diagnostics are handed on: a burst
+/// of changes gets one analysis per document, not one per change.
+const MAX_BATCH: usize = 64;
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -88,40 +92,65 @@ enum Lifecycle {
 
 struct Doc {
     version: i32,
-    text: String,
-    lines: Arc<LineIndex>,
+    /// The text as edited; the analysis takes a copy of it in one piece, once per version.
+    text: EditBuffer,
     analysis: Option<Arc<Analysis>>,
     /// When its diagnostics are due (a debounce after the last change).
     due: Option<Instant>,
 }
 
-/// A diagnostics job: the document, one version of it.
-struct DiagnosticsJob {
-    uri: Url,
-    analysis: Arc<Analysis>,
+/// Diagnostics jobs waiting for the worker: the latest analysis of each document, so a
+/// version superseded before the worker got to it is never computed and at most one
+/// analysis per open document waits.
+#[derive(Default)]
+struct Waiting {
+    jobs: Mutex<HashMap<Url, Arc<Analysis>>>,
+}
+
+/// The main loop's end of the diagnostics worker.
+struct Worker {
+    waiting: Arc<Waiting>,
+    /// Wakes the worker; holds one token at most. Dropping it ends the worker.
+    wake: Sender<()>,
+}
+
+impl Worker {
+    fn submit(&self, uri: Url, analysis: Arc<Analysis>) {
+        self.waiting
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri, analysis);
+        // Full means the worker is woken already and will see this job.
+        let _ = self.wake.try_send(());
+    }
 }
 
 /// Runs a session on `connection` until `exit` or until the client goes away.
 pub fn serve(connection: Connection, options: Options) -> Ended {
     let Connection { sender, receiver } = connection;
     let published: Arc<Mutex<HashMap<Url, i32>>> = Arc::default();
-    let (jobs, job_receiver) = unbounded::<DiagnosticsJob>();
+    let waiting = Arc::<Waiting>::default();
+    let (wake, woken) = bounded::<()>(1);
     let worker_sender = sender.clone();
     let worker_published = Arc::clone(&published);
+    let worker_waiting = Arc::clone(&waiting);
     let worker = std::thread::Builder::new()
         .name("promptforge-lsp-diagnostics".to_owned())
-        .spawn(move || diagnostics_worker(&job_receiver, &worker_sender, &worker_published));
+        .spawn(move || {
+            diagnostics_worker(&woken, &worker_waiting, &worker_sender, &worker_published);
+        });
     let mut server = Server {
         picker: PickerHandle::new(options.resources.clone(), sender.clone()),
         sender,
         debounce: options.debounce,
         docs: HashMap::new(),
         published,
-        jobs: worker.is_ok().then_some(jobs),
+        worker: worker.is_ok().then_some(Worker { waiting, wake }),
         lifecycle: Lifecycle::Uninitialized,
     };
     loop {
-        let message = match server.next_due() {
+        let mut next = match server.next_due() {
             Some(due) => match receiver.recv_timeout(due.saturating_duration_since(Instant::now()))
             {
                 Ok(message) => Some(message),
@@ -133,18 +162,16 @@ pub fn serve(connection: Connection, options: Options) -> Ended {
                 Err(_) => return Ended::Abrupt,
             },
         };
-        match message {
-            Some(Message::Request(request)) => server.request(request),
-            Some(Message::Notification(notification)) if notification.method == "exit" => {
-                return if server.lifecycle == Lifecycle::ShuttingDown {
-                    Ended::Clean
-                } else {
-                    Ended::Abrupt
-                };
+        // This message and those queued behind it, then the diagnostics that are due.
+        let mut handled = 0;
+        while let Some(message) = next.take() {
+            if let Some(ended) = server.handle(message) {
+                return ended;
             }
-            Some(Message::Notification(notification)) => server.notification(notification),
-            // Answers to requests the server never sends.
-            Some(Message::Response(_)) | None => {}
+            handled += 1;
+            if handled < MAX_BATCH {
+                next = receiver.try_recv().ok();
+            }
         }
         server.flush_due();
     }
@@ -156,7 +183,7 @@ struct Server {
     docs: HashMap<Url, Doc>,
     /// The version of every open document whose diagnostics may be published.
     published: Arc<Mutex<HashMap<Url, i32>>>,
-    jobs: Option<Sender<DiagnosticsJob>>,
+    worker: Option<Worker>,
     picker: PickerHandle,
     lifecycle: Lifecycle,
 }
@@ -199,6 +226,24 @@ impl Server {
         ));
     }
 
+    /// Handles one message; how the session ended when it was `exit`.
+    fn handle(&mut self, message: Message) -> Option<Ended> {
+        match message {
+            Message::Request(request) => self.request(request),
+            Message::Notification(notification) if notification.method == "exit" => {
+                return Some(if self.lifecycle == Lifecycle::ShuttingDown {
+                    Ended::Clean
+                } else {
+                    Ended::Abrupt
+                });
+            }
+            Message::Notification(notification) => self.notification(notification),
+            // Answers to requests the server never sends.
+            Message::Response(_) => {}
+        }
+        None
+    }
+
     fn next_due(&self) -> Option<Instant> {
         self.docs.values().filter_map(|d| d.due).min()
     }
@@ -219,8 +264,8 @@ impl Server {
             if let Some(doc) = self.docs.get_mut(&uri) {
                 doc.due = None;
             }
-            if let Some(jobs) = &self.jobs {
-                let _ = jobs.send(DiagnosticsJob { uri, analysis });
+            if let Some(worker) = &self.worker {
+                worker.submit(uri, analysis);
             }
         }
     }
@@ -234,12 +279,9 @@ impl Server {
         let origin = uri
             .to_file_path()
             .map_or_else(|()| uri.to_string(), |path| path.display().to_string());
-        let analysis = Arc::new(Analysis::new(
-            doc.version,
-            doc.text.clone(),
-            Arc::clone(&doc.lines),
-            origin,
-        ));
+        let text = doc.text.text();
+        let lines = Arc::new(LineIndex::new(&text));
+        let analysis = Arc::new(Analysis::new(doc.version, text, lines, origin));
         doc.analysis = Some(Arc::clone(&analysis));
         Some(analysis)
     }
@@ -511,13 +553,11 @@ impl Server {
                         MAX_DOCUMENT_BYTES / (1024 * 1024)
                     ));
                 }
-                let lines = Arc::new(LineIndex::new(&p.text_document.text));
                 self.docs.insert(
                     uri.clone(),
                     Doc {
                         version: p.text_document.version,
-                        text: p.text_document.text,
-                        lines,
+                        text: EditBuffer::new(&p.text_document.text),
                         analysis: None,
                         // Published at once on open.
                         due: Some(Instant::now()),
@@ -528,26 +568,26 @@ impl Server {
             DidChangeTextDocument::METHOD => {
                 let p: DidChangeTextDocumentParams = decode(notification.params)?;
                 let uri = p.text_document.uri;
-                let debounce = self.debounce;
+                let due = Instant::now() + self.debounce;
                 let Some(doc) = self.docs.get_mut(&uri) else {
                     return Ok(());
                 };
-                for change in p.content_changes {
-                    apply_change(&mut doc.text, &doc.lines, change.range, &change.text);
-                    doc.lines = Arc::new(LineIndex::new(&doc.text));
-                }
-                doc.version = p.text_document.version;
-                doc.analysis = None;
-                doc.due = Some(Instant::now() + debounce);
-                let too_large = doc.text.len() > MAX_DOCUMENT_BYTES;
-                let version = doc.version;
-                if too_large {
+                // In order, each against the text the previous one left.
+                let applied = p.content_changes.iter().try_for_each(|change| {
+                    doc.text
+                        .apply(change.range, &change.text, MAX_DOCUMENT_BYTES)
+                });
+                if let Err(TooLarge { would_be }) = applied {
                     self.close(&uri);
                     return Err(format!(
-                        "{uri} grew past {} MiB and is no longer analysed",
+                        "{uri} would grow to {would_be} bytes, past {} MiB, and is no longer analysed",
                         MAX_DOCUMENT_BYTES / (1024 * 1024)
                     ));
                 }
+                doc.version = p.text_document.version;
+                doc.analysis = None;
+                doc.due = Some(due);
+                let version = doc.version;
                 self.allow(&uri, version);
             }
             DidCloseTextDocument::METHOD => {
@@ -607,18 +647,15 @@ fn claims_prompt(text: &str) -> bool {
 }
 
 fn diagnostics_worker(
-    jobs: &Receiver<DiagnosticsJob>,
+    woken: &Receiver<()>,
+    waiting: &Waiting,
     sender: &Sender<Message>,
     published: &Mutex<HashMap<Url, i32>>,
 ) {
-    while let Ok(first) = jobs.recv() {
-        // Only the latest version of each document queued meanwhile is worth computing.
-        let mut latest: Vec<DiagnosticsJob> = vec![first];
-        for job in jobs.try_iter() {
-            latest.retain(|j| j.uri != job.uri);
-            latest.push(job);
-        }
-        for DiagnosticsJob { uri, analysis } in latest {
+    while woken.recv().is_ok() {
+        let latest =
+            std::mem::take(&mut *waiting.jobs.lock().unwrap_or_else(PoisonError::into_inner));
+        for (uri, analysis) in latest {
             let current =
                 |published: &HashMap<Url, i32>| published.get(&uri) == Some(&analysis.version);
             if !current(&published.lock().unwrap_or_else(PoisonError::into_inner)) {
@@ -675,5 +712,38 @@ fn capabilities() -> ServerCapabilities {
         })),
         inlay_hint_provider: Some(OneOf::Left(true)),
         ..ServerCapabilities::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analysis(version: i32) -> Arc<Analysis> {
+        let text = format!("version {version}");
+        let lines = Arc::new(LineIndex::new(&text));
+        Arc::new(Analysis::new(version, text, lines, "test.md".to_owned()))
+    }
+
+    #[test]
+    fn only_the_latest_analysis_of_a_document_waits() {
+        let (wake, woken) = bounded::<()>(1);
+        let worker = Worker {
+            waiting: Arc::default(),
+            wake,
+        };
+        let a = Url::parse("file:///a.md").unwrap();
+        let b = Url::parse("file:///b.md").unwrap();
+        for version in 1..=100 {
+            worker.submit(a.clone(), analysis(version));
+        }
+        worker.submit(b.clone(), analysis(7));
+        // One wake-up, and one job per document: the superseded versions are gone.
+        assert_eq!(woken.try_iter().count(), 1);
+        let jobs = worker.waiting.jobs.lock().unwrap();
+        let versions: HashMap<&Url, i32> = jobs.iter().map(|(u, a)| (u, a.version)).collect();
+        assert_eq!(versions, HashMap::from([(&a, 100), (&b, 7)]));
+        // Nothing else holds the superseded analyses: their memory is back.
+        assert!(jobs.values().all(|a| Arc::strong_count(a) == 1));
     }
 }

@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use lsp_types::{Position, Range as LspRange};
+use ropey::Rope;
 
 /// Line starts of a text under LSP's line-break rules, with UTF-16 column conversion.
 #[derive(Debug, Clone, Default)]
@@ -203,23 +204,102 @@ impl DocText {
     }
 }
 
-/// Applies one content change (a range in `lines`' positions, or the whole text) to
-/// `text`.
-pub(crate) fn apply_change(
-    text: &mut String,
-    lines: &LineIndex,
-    range: Option<LspRange>,
-    new: &str,
-) {
-    match range {
-        None => {
-            text.clear();
-            text.push_str(new);
+/// A document's text as it is edited: a rope, so a change costs its own length and a
+/// logarithm of the document's, never the whole text (a `didChange` of thousands of edits
+/// on a large file stays cheap). Lines break as LSP's do (`\n`, `\r\n`, `\r`: ropey's
+/// `cr_lines` without `unicode_lines`), the same as [`LineIndex`]; columns are UTF-16 code
+/// units.
+#[derive(Debug, Clone)]
+pub(crate) struct EditBuffer {
+    rope: Rope,
+}
+
+/// A change refused because the text would grow past the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooLarge {
+    /// The length the text would have had, in bytes.
+    pub(crate) would_be: usize,
+}
+
+impl EditBuffer {
+    pub(crate) fn new(text: &str) -> Self {
+        Self {
+            rope: Rope::from_str(text),
         }
-        Some(range) => {
-            let start = lines.offset(text, range.start);
-            let end = lines.offset(text, range.end).max(start);
-            text.replace_range(start..end, new);
+    }
+
+    /// The text's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.rope.len_bytes()
+    }
+
+    /// The text, in one piece.
+    pub(crate) fn text(&self) -> String {
+        self.rope.to_string()
+    }
+
+    /// Applies one content change (a range in the current text's positions, or the whole
+    /// text), unless the text would then be longer than `max_bytes` (it is left as it was).
+    /// Positions are clamped as [`LineIndex::offset`] clamps them, and an end before the
+    /// start means the start.
+    pub(crate) fn apply(
+        &mut self,
+        range: Option<LspRange>,
+        new: &str,
+        max_bytes: usize,
+    ) -> Result<(), TooLarge> {
+        let Some(range) = range else {
+            if new.len() > max_bytes {
+                return Err(TooLarge {
+                    would_be: new.len(),
+                });
+            }
+            self.rope = Rope::from_str(new);
+            return Ok(());
+        };
+        let start = self.char_at(range.start);
+        let end = self.char_at(range.end).max(start);
+        let removed = self.rope.char_to_byte(end) - self.rope.char_to_byte(start);
+        let would_be = self.len() - removed + new.len();
+        if would_be > max_bytes {
+            return Err(TooLarge { would_be });
+        }
+        self.rope.remove(start..end);
+        self.rope.insert(start, new);
+        Ok(())
+    }
+
+    /// The char index of `position`; a column past the line's end means its end, a line
+    /// past the last means the end of the text, a column inside a surrogate pair means
+    /// after its character.
+    fn char_at(&self, position: Position) -> usize {
+        let rope = &self.rope;
+        let line = position.line as usize;
+        if line >= rope.len_lines() {
+            return rope.len_chars();
+        }
+        let start = rope.line_to_char(line);
+        let mut end = if line + 1 < rope.len_lines() {
+            rope.line_to_char(line + 1)
+        } else {
+            rope.len_chars()
+        };
+        // The line's break is not part of it.
+        if end > start && rope.char(end - 1) == '\n' {
+            end -= 1;
+        }
+        if end > start && rope.char(end - 1) == '\r' {
+            end -= 1;
+        }
+        let wanted = rope.char_to_utf16_cu(start) + position.character as usize;
+        if wanted >= rope.char_to_utf16_cu(end) {
+            return end;
+        }
+        let at = rope.utf16_cu_to_char(wanted);
+        if rope.char_to_utf16_cu(at) < wanted {
+            at + 1
+        } else {
+            at
         }
     }
 }
@@ -268,14 +348,119 @@ mod tests {
         assert_eq!(index.position("a\rb\nc", 4), Position::new(2, 0));
     }
 
+    /// The naive way, the server's before ropes: each change against a fresh line index
+    /// of the whole text. The reference the rope must agree with.
+    fn apply_naively(text: &mut String, range: Option<LspRange>, new: &str) {
+        match range {
+            None => new.clone_into(text),
+            Some(range) => {
+                let lines = LineIndex::new(text);
+                let start = lines.offset(text, range.start);
+                let end = lines.offset(text, range.end).max(start);
+                text.replace_range(start..end, new);
+            }
+        }
+    }
+
     #[test]
     fn incremental_changes_use_utf16_ranges() {
-        let mut text = "é😀z\nline".to_owned();
-        let lines = LineIndex::new(&text);
+        let mut buffer = EditBuffer::new("é😀z\nline");
         let range = LspRange::new(Position::new(0, 1), Position::new(0, 3));
-        apply_change(&mut text, &lines, Some(range), "-");
-        assert_eq!(text, "é-z\nline");
-        apply_change(&mut text, &LineIndex::new("é-z\nline"), None, "new");
-        assert_eq!(text, "new");
+        assert_eq!(buffer.apply(Some(range), "-", 100), Ok(()));
+        assert_eq!(buffer.text(), "é-z\nline");
+        // Inside the surrogate pair: after the emoji, as the line index rounds.
+        let mut buffer = EditBuffer::new("a😀b");
+        let range = LspRange::new(Position::new(0, 2), Position::new(0, 2));
+        assert_eq!(buffer.apply(Some(range), "|", 100), Ok(()));
+        assert_eq!(buffer.text(), "a😀|b");
+        assert_eq!(buffer.apply(None, "new", 100), Ok(()));
+        assert_eq!(buffer.text(), "new");
+    }
+
+    #[test]
+    fn a_change_past_the_cap_is_refused_whole() {
+        let mut buffer = EditBuffer::new("abc");
+        let end = LspRange::new(Position::new(0, 3), Position::new(0, 3));
+        assert_eq!(buffer.apply(Some(end), "de", 5), Ok(()));
+        assert_eq!(
+            buffer.apply(Some(end), "!", 5),
+            Err(TooLarge { would_be: 6 })
+        );
+        assert_eq!(
+            buffer.apply(None, "123456", 5),
+            Err(TooLarge { would_be: 6 })
+        );
+        assert_eq!(buffer.text(), "abcde");
+    }
+
+    #[test]
+    fn only_the_protocols_line_breaks_count() {
+        // Vertical tab, form feed, NEL, LS and PS break lines for ropey's default features,
+        // not for LSP (and not for the line index).
+        let text = "a\u{b}b\u{c}c\u{85}d\u{2028}e\u{2029}f\rg\r\nh\ni";
+        let lines = LineIndex::new(text);
+        let buffer = EditBuffer::new(text);
+        for line in 0..6 {
+            for character in 0..12 {
+                let position = Position::new(line, character);
+                let char_at = buffer.char_at(position);
+                let byte = text
+                    .char_indices()
+                    .nth(char_at)
+                    .map_or(text.len(), |(at, _)| at);
+                assert_eq!(byte, lines.offset(text, position), "{position:?}");
+            }
+        }
+    }
+
+    mod equivalence {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn piece() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                prop_oneof![
+                    Just("\n"),
+                    Just("\r\n"),
+                    Just("\r"),
+                    Just("a"),
+                    Just("bc"),
+                    Just("é"),
+                    Just("😀"),
+                    Just("\u{2028}"),
+                ],
+                0..12,
+            )
+            .prop_map(|parts| parts.concat())
+        }
+
+        fn change() -> impl Strategy<Value = (Option<LspRange>, String)> {
+            let position =
+                (0u32..8, 0u32..10).prop_map(|(line, character)| Position::new(line, character));
+            (
+                prop::option::weighted(0.95, (position.clone(), position)),
+                piece(),
+            )
+                .prop_map(|(range, text)| (range.map(|(a, b)| LspRange::new(a, b)), text))
+        }
+
+        proptest! {
+            /// Changes applied in sequence, each against the previous result, give the
+            /// naive way's text.
+            #[test]
+            fn the_rope_agrees_with_the_naive_way(
+                text in prop::collection::vec(piece(), 0..6).prop_map(|p| p.concat()),
+                changes in prop::collection::vec(change(), 0..40),
+            ) {
+                let mut naive = text.clone();
+                let mut buffer = EditBuffer::new(&text);
+                for (range, new) in &changes {
+                    apply_naively(&mut naive, *range, new);
+                    prop_assert_eq!(buffer.apply(*range, new, usize::MAX), Ok(()));
+                    prop_assert_eq!(&buffer.text(), &naive);
+                }
+                prop_assert_eq!(buffer.len(), naive.len());
+            }
+        }
     }
 }

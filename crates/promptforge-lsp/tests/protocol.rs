@@ -516,3 +516,96 @@ fn a_thousand_sections_stay_responsive() {
     );
     assert_eq!(symbols.as_array().map(Vec::len), Some(1000));
 }
+
+#[test]
+fn thousands_of_edits_in_one_change_apply_in_sequence_on_a_large_document() {
+    // 3,000 sections of prose, about 4 MiB.
+    let filler = "Prose that fills the section with words, ".repeat(36);
+    let mut text = HEAD.to_owned();
+    let mut headings = Vec::new();
+    for k in 0..3000 {
+        headings.push(text.matches('\n').count());
+        text.push_str(&format!("## S{k}\n\n{filler}\n\n"));
+    }
+    assert!(text.len() > 4 * 1024 * 1024);
+    let doc = uri("edited.md");
+    let mut client = Client::start(options());
+    client.open(&doc, &text);
+    // Each edit adds a section before one of the originals; its position counts the two
+    // lines every earlier edit added, as the protocol applies them in order.
+    let changes: Vec<Value> = headings
+        .iter()
+        .enumerate()
+        .map(|(k, line)| {
+            let at = json!({"line": line + 2 * k, "character": 0});
+            json!({"range": {"start": at, "end": at}, "text": format!("## N{k}\n\n")})
+        })
+        .collect();
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": doc, "version": 2}, "contentChanges": changes}),
+    );
+    let symbols = client.call(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": doc}}),
+    );
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..3000)
+        .flat_map(|k| [format!("N{k}"), format!("S{k}")])
+        .collect();
+    assert_eq!(names, expected);
+    assert!(client.diagnostics(&doc, 2).is_empty());
+}
+
+#[test]
+fn a_change_past_the_document_cap_closes_the_document_with_a_reason() {
+    let doc = uri("grown.md");
+    let mut client = Client::start(options());
+    let text = format!("{HEAD}## A\n\nText.\n");
+    client.open(&doc, &text);
+    assert!(client.diagnostics(&doc, 1).is_empty());
+    let huge = "x".repeat(promptforge_lsp::MAX_DOCUMENT_BYTES);
+    let end = position(&text, text.len());
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": doc, "version": 2}, "contentChanges": [
+            {"range": {"start": end, "end": end}, "text": "fine"},
+            {"range": {"start": end, "end": end}, "text": huge},
+        ]}),
+    );
+    // The document is no longer followed: no symbols, its diagnostics cleared.
+    let symbols = client.call(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": doc}}),
+    );
+    assert_eq!(symbols, Value::Null);
+    let told = client.notifications.iter().any(|n| {
+        n.method == "window/logMessage"
+            && n.params["message"].as_str().is_some_and(|m| {
+                m.contains(&format!(
+                    "would grow to {} bytes",
+                    text.len() + 4 + huge.len()
+                ))
+            })
+    });
+    assert!(
+        told,
+        "{:?}",
+        client
+            .notifications
+            .iter()
+            .map(|n| &n.method)
+            .collect::<Vec<_>>()
+    );
+    let cleared = client.published(&doc);
+    assert!(
+        cleared
+            .last()
+            .is_some_and(|p| p.diagnostics.is_empty() && p.version.is_none())
+    );
+}
