@@ -10,7 +10,7 @@ use promptforge_lsp::lsp_server::ErrorCode;
 use promptforge_lsp::lsp_types::{Diagnostic, NumberOrString, Position};
 use promptforge_lsp::{Options, Resources};
 use serde_json::{Value, json};
-use support::{Client, HEAD, apply_edit, at, point, position, uri};
+use support::{Client, HEAD, apply_edit, at, point, position, symbol_names, uri};
 
 fn options() -> Options {
     Options {
@@ -403,16 +403,8 @@ fn document_symbols_give_the_section_outline() {
     let doc = uri("symbols.md");
     let mut client = Client::start(options());
     client.open(&doc, &text);
-    let symbols = client.call(
-        "textDocument/documentSymbol",
-        json!({"textDocument": {"uri": doc}}),
-    );
-    let names: Vec<&str> = symbols
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let symbols = client.symbols(&doc);
+    let names = symbol_names(&symbols);
     assert_eq!(names, ["Research", "Summarise"]);
     assert_eq!(symbols[0]["children"][0]["name"], "Notes");
     assert_eq!(
@@ -545,16 +537,8 @@ fn thousands_of_edits_in_one_change_apply_in_sequence_on_a_large_document() {
         "textDocument/didChange",
         json!({"textDocument": {"uri": doc, "version": 2}, "contentChanges": changes}),
     );
-    let symbols = client.call(
-        "textDocument/documentSymbol",
-        json!({"textDocument": {"uri": doc}}),
-    );
-    let names: Vec<&str> = symbols
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let symbols = client.symbols(&doc);
+    let names = symbol_names(&symbols);
     let expected: Vec<String> = (0..3000)
         .flat_map(|k| [format!("N{k}"), format!("S{k}")])
         .collect();
@@ -579,11 +563,7 @@ fn a_change_past_the_document_cap_closes_the_document_with_a_reason() {
         ]}),
     );
     // The document is no longer followed: no symbols, its diagnostics cleared.
-    let symbols = client.call(
-        "textDocument/documentSymbol",
-        json!({"textDocument": {"uri": doc}}),
-    );
-    assert_eq!(symbols, Value::Null);
+    assert_eq!(client.symbols(&doc), Value::Null);
     let told = client.notifications.iter().any(|n| {
         n.method == "window/logMessage"
             && n.params["message"].as_str().is_some_and(|m| {

@@ -197,6 +197,14 @@ impl Client {
         message
     }
 
+    /// The document symbols of `uri` (`null` for a document the server does not follow).
+    pub(crate) fn symbols(&mut self, uri: &Url) -> Value {
+        self.call(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri}}),
+        )
+    }
+
     pub(crate) fn open(&mut self, uri: &Url, text: &str) {
         self.notify(
             "textDocument/didOpen",
@@ -310,6 +318,16 @@ fn read_frames(stdout: impl Read, sender: &Sender<Message>) {
             return;
         }
     }
+}
+
+/// The names of the top-level symbols of a `documentSymbol` answer.
+pub(crate) fn symbol_names(symbols: &Value) -> Vec<&str> {
+    symbols
+        .as_array()
+        .expect("symbols")
+        .iter()
+        .map(|s| s["name"].as_str().expect("a name"))
+        .collect()
 }
 
 /// A `file://` URI for a test document.
