@@ -8,12 +8,13 @@
 //! `Content-Length` without waiting for bytes that will never come.
 //!
 //! It accepts every prefix of every text `serde_json` parses (numbers are taken as any run
-//! of their characters, and nesting up to [`MAX_JSON_DEPTH`], deeper than serde_json's
-//! 128); being more lenient than the parser only means a bad body is found by the parser
-//! instead.
+//! of their characters; nesting is followed up to [`MAX_JSON_DEPTH`], at least as deep as
+//! serde_json's recursion limit lets a message be); being more lenient than the parser
+//! only means a bad body is found by the parser instead, at its declared end.
 
-/// The deepest nesting of arrays and objects followed; a deeper body is not JSON a message
-/// can be (serde_json refuses nesting past 128).
+/// The deepest nesting of arrays and objects followed while framing; a deeper body cannot
+/// be a message (serde_json's recursion limit refuses it too), so it is read to its
+/// declared end and answered with a parse error.
 pub const MAX_JSON_DEPTH: usize = 128;
 
 /// What the next byte may be.
