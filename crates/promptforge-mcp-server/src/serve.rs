@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::attach::{Attachments, WatchedSessions};
 use crate::catalog::{self, Mode};
 use crate::config::{Config, is_loopback};
+use crate::files::Allowed;
 use crate::handler::Handler;
 use crate::runs::Registry;
 use crate::state::{Generation, Index, Shared, build_index};
@@ -80,6 +81,7 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
     if transport == Transport::Http {
         check_http(&config)?;
     }
+    let allowed = allowed_dirs(&config)?;
     // 1. The catalog: every fault is collected and reported together.
     let catalog = catalog::resolve(&config.catalog, &config.prompts_dir, Mode::Boot)
         .map_err(ServeError::Faults)?;
@@ -125,16 +127,19 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
             Index::Unavailable("this build has no picker feature".into())
         },
     };
-    let shared = Arc::new(Shared::new(
-        first,
-        registry,
-        config.server.reply_deadline,
-        gateway,
-        models,
-        tools,
-        picker,
-        Some(model),
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            first,
+            registry,
+            config.server.reply_deadline,
+            gateway,
+            models,
+            tools,
+            picker,
+            Some(model),
+        )
+        .with_allowed(allowed),
+    );
     if crate::tools::PICKER {
         // The retrieval index is built off the boot path: a 1,000-prompt catalog takes
         // seconds to embed, and every other tool serves meanwhile.
@@ -151,6 +156,41 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
         });
     }
     Ok(Booted { shared, config })
+}
+
+/// Resolves `[files] allowed_dirs` (links included): each must be an existing directory.
+fn allowed_dirs(config: &Config) -> Result<Allowed, ServeError> {
+    let mut dirs = Vec::new();
+    let mut faults = Vec::new();
+    for (i, dir) in config.files.allowed_dirs.iter().enumerate() {
+        match std::fs::canonicalize(dir) {
+            Ok(resolved) if resolved.is_dir() => dirs.push(resolved),
+            Ok(_) => faults.push(format!(
+                "{}: `files.allowed_dirs[{i}]`: {} is not a directory",
+                config.path.display(),
+                dir.display()
+            )),
+            Err(e) => faults.push(format!(
+                "{}: `files.allowed_dirs[{i}]`: {}: {e}",
+                config.path.display(),
+                dir.display()
+            )),
+        }
+    }
+    if !faults.is_empty() {
+        return Err(ServeError::Faults(faults));
+    }
+    if !dirs.is_empty() {
+        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        tracing::info!(
+            "input_file and output_file may be inside {}",
+            shown.join(", ")
+        );
+    }
+    Ok(Allowed {
+        dirs,
+        config: config.path.clone(),
+    })
 }
 
 fn check_http(config: &Config) -> Result<(), ServeError> {
