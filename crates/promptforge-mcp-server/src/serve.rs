@@ -359,31 +359,52 @@ fn digest(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
-fn split_host(authority: &str) -> (String, Option<&str>) {
-    let authority = authority.trim();
-    if let Some(rest) = authority.strip_prefix('[')
-        && let Some((host, tail)) = rest.split_once(']')
-    {
-        return (
-            host.to_ascii_lowercase(),
-            tail.strip_prefix(':').filter(|p| !p.is_empty()),
-        );
+/// Parses an HTTP authority as `host[:port]`: a DNS name or IPv4 address (letters,
+/// digits, `-`, `.`), or an IPv6 address in brackets; the port is decimal. Anything else
+/// (user info like `localhost:1@evil.example`, a path, spaces, an empty host) is `None`.
+fn parse_authority(authority: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (inner, tail) = rest.split_once(']')?;
+        inner.parse::<std::net::Ipv6Addr>().ok()?;
+        (inner, tail)
+    } else {
+        let end = authority.find(':').unwrap_or(authority.len());
+        let host = &authority[..end];
+        let valid = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+        if host.is_empty() || !host.chars().all(valid) {
+            return None;
+        }
+        (host, &authority[end..])
+    };
+    let port = match tail_port(port)? {
+        Some(text) => Some(text.parse::<u16>().ok()?),
+        None => None,
+    };
+    Some((host.to_ascii_lowercase(), port))
+}
+
+/// The port digits after a host: `""` is no port, `":digits"` is one, anything else fails.
+fn tail_port(tail: &str) -> Option<Option<&str>> {
+    if tail.is_empty() {
+        return Some(None);
     }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => (host.to_ascii_lowercase(), Some(port)),
-        _ => (authority.to_ascii_lowercase(), None),
-    }
+    let digits = tail.strip_prefix(':')?;
+    (!digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then_some(Some(digits))
 }
 
 impl Gate {
     fn host_allowed(&self, authority: &str) -> bool {
-        let (host, port) = split_host(authority);
+        let Some((host, port)) = parse_authority(authority) else {
+            return false;
+        };
         if self.default_hosts {
             return matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1");
         }
         self.hosts.iter().any(|entry| {
-            let (want_host, want_port) = split_host(entry);
-            want_host == host && want_port.is_none_or(|p| Some(p) == port)
+            parse_authority(entry.trim()).is_some_and(|(want_host, want_port)| {
+                want_host == host && want_port.is_none_or(|p| Some(p) == port)
+            })
         })
     }
 
@@ -397,7 +418,9 @@ impl Gate {
         if authority.contains('/') {
             return false;
         }
-        let (host, _) = split_host(authority);
+        let Some((host, _)) = parse_authority(authority) else {
+            return false;
+        };
         matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1") || self.host_allowed(authority)
     }
 }
@@ -566,6 +589,39 @@ mod tests {
         for bad in ["evil.example", "evil.example:9310", "127.0.0.2", ""] {
             assert!(!g.host_allowed(bad), "{bad}");
         }
+    }
+
+    /// Issue 38: `localhost:47310@evil.example` was accepted (split at the last `:`).
+    #[test]
+    fn the_host_header_is_parsed_as_an_authority() {
+        let g = gate(&[]);
+        for bad in [
+            "localhost:47310@evil.example",
+            "localhost@evil.example",
+            "localhost:1/x",
+            "localhost:",
+            "localhost:99999",
+            "localhost:1:2",
+            "[::1",
+            "[::1]x",
+            "[not-ip]:1",
+            "local host",
+            " localhost",
+            ":9310",
+        ] {
+            assert!(!g.host_allowed(bad), "{bad}");
+        }
+        assert_eq!(
+            parse_authority("[::1]:9310"),
+            Some(("::1".to_owned(), Some(9310)))
+        );
+        assert_eq!(
+            parse_authority("Example.COM"),
+            Some(("example.com".to_owned(), None))
+        );
+        let listed = gate(&["example.com:8080"]);
+        assert!(!listed.host_allowed("example.com:8080@evil.example"));
+        assert!(!listed.origin_allowed("http://localhost:1@evil.example"));
     }
 
     #[test]
