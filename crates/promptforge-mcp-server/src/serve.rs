@@ -470,6 +470,56 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     next.run(request).await
 }
 
+/// The session cap's state: the sessions and `[server].max_sessions`.
+#[derive(Debug, Clone)]
+struct Cap {
+    sessions: Arc<WatchedSessions>,
+    max: usize,
+}
+
+/// Whether a JSON-RPC body is an `initialize` request (the one request that opens a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<&'a str>,
+    }
+    serde_json::from_slice::<Method<'_>>(body).is_ok_and(|m| m.method == Some("initialize"))
+}
+
+/// Refuses an `initialize` with 503 while `[server].max_sessions` sessions are held. Only a
+/// `POST` without `Mcp-Session-Id` can open one, and its body is read only at the cap.
+async fn session_cap(State(cap): State<Cap>, request: Request, next: Next) -> Response {
+    let opens = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens || cap.sessions.count().await < cap.max {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is over the 4 MiB limit",
+        );
+    };
+    if is_initialize(&bytes) {
+        let mut response = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "the server holds its limit of {} MCP sessions ([server].max_sessions); an idle \
+                 session ends after 5 minutes, or a client ends its own with DELETE: retry later",
+                cap.max
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+        return response;
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
 async fn healthz() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
@@ -516,14 +566,20 @@ pub async fn serve_http_on(
     // Every call's stream is watched: a client that drops it and does not resume within
     // `resume_grace` has its attached run cancelled.
     let attachments = Attachments::new(booted.config.server.resume_grace);
-    let sessions = WatchedSessions::new(Arc::clone(&attachments));
+    let sessions = Arc::new(WatchedSessions::new(Arc::clone(&attachments)));
+    let cap = Cap {
+        sessions: Arc::clone(&sessions),
+        max: booted.config.server.max_sessions,
+    };
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(Arc::clone(&shared)).watching(Arc::clone(&attachments))),
-        Arc::new(sessions),
+        sessions,
         mcp_config,
     );
+    // Layers run outermost last: the guard, then the session cap.
     let mcp = Router::new()
         .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(cap, session_cap))
         .layer(middleware::from_fn_with_state(Arc::clone(&gate), guard));
     let app = Router::new().route("/healthz", get(healthz)).merge(mcp);
     let local: SocketAddr = listener
