@@ -175,10 +175,9 @@ impl Attachments {
         }
         // A call that registered no token (not a `run_prompt`) is simply forgotten.
         if let Some(token) = call.token.take() {
+            tracing::debug!(session = %key.0, request = %key.1, "cancelling the call of a gone client");
             tracing::info!(
-                session = %key.0,
-                request = %key.1,
-                "the client went away and did not resume within {:?}: cancelling its call",
+                "a client went away and did not resume within {:?}: cancelling its call",
                 self.grace
             );
             token.cancel();
@@ -317,6 +316,11 @@ impl WatchedSessions {
             inner: LocalSessionManager::default(),
             attachments,
         }
+    }
+
+    /// How many sessions are held (live or idle until rmcp's keep-alive ends them).
+    pub async fn count(&self) -> usize {
+        self.inner.sessions.read().await.len()
     }
 }
 

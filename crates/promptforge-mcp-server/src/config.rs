@@ -77,6 +77,25 @@ pub struct ServerConfig {
     /// How long an HTTP client whose call stream dropped may resume it (`Last-Event-ID`)
     /// before the call's attached run is cancelled (default 10 s).
     pub resume_grace: Duration,
+    /// The most HTTP sessions held at once (default [`DEFAULT_MAX_SESSIONS`]); an
+    /// `initialize` past it is refused with 503.
+    pub max_sessions: usize,
+}
+
+/// How many HTTP sessions the server holds at once unless `[server].max_sessions` says
+/// otherwise. rmcp keeps an idle session for 5 minutes (about 55 KiB each).
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+
+/// The largest `[server].max_sessions` accepted.
+pub const MAX_SESSIONS_LIMIT: i64 = 65_536;
+
+/// The `[files]` table: where `run_prompt`'s `input_file` and `output_file` may be when the
+/// client declares no MCP roots, and a bound on them when it does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// `allowed_dirs`, resolved against the TOML's directory (default none: no file
+    /// parameter is accepted from a client without roots).
+    pub allowed_dirs: Vec<PathBuf>,
 }
 
 /// The `[gateway]` table, resolved.
@@ -130,6 +149,8 @@ pub struct Config {
     pub prompts_dir: PathBuf,
     /// The catalog tables.
     pub catalog: CatalogConfig,
+    /// `[files]`.
+    pub files: FilesConfig,
     /// Warnings met while loading (a malformed `.env`), for the log.
     pub warnings: Vec<String>,
 }
@@ -146,6 +167,14 @@ struct RawFile {
     catalog: RawCatalog,
     #[serde(default)]
     prompts: BTreeMap<String, RawOverride>,
+    #[serde(default)]
+    files: RawFiles,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFiles {
+    allowed_dirs: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -161,6 +190,7 @@ struct RawServer {
     watch_debounce: Option<String>,
     allowed_hosts: Option<Vec<String>>,
     resume_grace: Option<String>,
+    max_sessions: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -324,12 +354,27 @@ impl Config {
         let prompts_dir = base.join(prompts);
 
         let catalog = resolve_catalog(&ctx, &raw)?;
+        let mut allowed_dirs = Vec::new();
+        for (i, dir) in ctx
+            .strings(
+                "files.allowed_dirs",
+                raw.files.allowed_dirs.as_deref().unwrap_or_default(),
+            )?
+            .iter()
+            .enumerate()
+        {
+            if dir.trim().is_empty() {
+                return Err(ctx.invalid(&format!("files.allowed_dirs[{i}]"), "is empty"));
+            }
+            allowed_dirs.push(base.join(dir));
+        }
         Ok(Self {
             path: path.to_path_buf(),
             server,
             gateway: GatewayConfig { url, api_key },
             prompts_dir,
             catalog,
+            files: FilesConfig { allowed_dirs },
             warnings: Vec::new(),
         })
     }
@@ -422,6 +467,18 @@ fn resolve_server(ctx: &Ctx<'_>, raw: &RawServer) -> Result<ServerConfig, Config
             ));
         }
     };
+    let max_sessions = match raw.max_sessions {
+        None => DEFAULT_MAX_SESSIONS,
+        Some(n) if (1..=MAX_SESSIONS_LIMIT).contains(&n) => {
+            usize::try_from(n).unwrap_or(DEFAULT_MAX_SESSIONS)
+        }
+        Some(n) => {
+            return Err(ctx.invalid(
+                "server.max_sessions",
+                format!("{n} is out of range 1..={MAX_SESSIONS_LIMIT}"),
+            ));
+        }
+    };
     let allowed_hosts = ctx.strings(
         "server.allowed_hosts",
         raw.allowed_hosts.as_deref().unwrap_or_default(),
@@ -458,6 +515,7 @@ fn resolve_server(ctx: &Ctx<'_>, raw: &RawServer) -> Result<ServerConfig, Config
             raw.resume_grace.as_deref(),
             crate::attach::DEFAULT_RESUME_GRACE,
         )?,
+        max_sessions,
     })
 }
 
@@ -539,7 +597,7 @@ pub fn is_loopback(addr: &SocketAddr) -> bool {
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     let (a, b) = (&old.server, &new.server);
-    let checks: [(&'static str, bool); 11] = [
+    let checks: [(&'static str, bool); 13] = [
         ("server.bind", a.bind != b.bind),
         ("server.api_key", a.api_key != b.api_key),
         (
@@ -565,7 +623,9 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
             a.watch_debounce != b.watch_debounce,
         ),
         ("server.allowed_hosts", a.allowed_hosts != b.allowed_hosts),
+        ("server.max_sessions", a.max_sessions != b.max_sessions),
         ("paths.prompts", old.prompts_dir != new.prompts_dir),
+        ("files.allowed_dirs", old.files != new.files),
     ];
     out.extend(
         checks
@@ -617,6 +677,25 @@ mod tests {
         assert_eq!(c.prompts_dir, PathBuf::from("/srv/pf/prompts"));
         assert_eq!(c.gateway.url, "http://127.0.0.1:8081");
         assert_eq!(c.catalog.include, vec!["**/*.md"]);
+        assert_eq!(c.server.max_sessions, DEFAULT_MAX_SESSIONS);
+        assert!(c.files.allowed_dirs.is_empty());
+    }
+
+    #[test]
+    fn allowed_dirs_resolve_against_the_toml_directory() {
+        let text = format!("{MINIMAL}[files]\nallowed_dirs = [\"work\", \"/abs/dir\"]\n");
+        let c = parse(&text, &env(&[])).unwrap();
+        assert_eq!(
+            c.files.allowed_dirs,
+            vec![PathBuf::from("/srv/pf/work"), PathBuf::from("/abs/dir")]
+        );
+        let err = parse(
+            &format!("{MINIMAL}[files]\nallowed_dirs = [\" \"]\n"),
+            &env(&[]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("files.allowed_dirs[0]"), "{err}");
     }
 
     #[test]
@@ -678,6 +757,7 @@ mod tests {
                 "server.max_concurrent_runs",
             ),
             ("[prompts.Bad-Name]\nenabled = false\n", "prompts.Bad-Name"),
+            ("[server]\nmax_sessions = 0\n", "server.max_sessions"),
             ("[catalog]\ninclude = [\"a/[\"]\n", "catalog.include[0]"),
         ] {
             let err = parse(&format!("{snippet}{MINIMAL}"), &env(&[]))

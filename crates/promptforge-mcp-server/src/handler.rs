@@ -14,7 +14,9 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::attach::{Attached, Attachments};
+use crate::files::{ClientRoots, Scope};
 use crate::logging::{self, LogThreshold, PeerLog};
+use crate::roots::SessionRoots;
 use crate::runs::{Run, Status};
 use crate::state::Shared;
 use crate::tools::{self, ProgressSink, RunLog, RunRequest};
@@ -28,6 +30,8 @@ pub struct Handler {
     log_level: Arc<AtomicU8>,
     /// The HTTP transport's watch over call streams (`None` over stdio).
     attachments: Option<Arc<Attachments>>,
+    /// The session's roots as its client last listed them.
+    roots: Arc<SessionRoots>,
 }
 
 impl Handler {
@@ -37,6 +41,7 @@ impl Handler {
             shared,
             log_level: Arc::new(AtomicU8::new(logging::INFO)),
             attachments: None,
+            roots: Arc::new(SessionRoots::default()),
         }
     }
 
@@ -113,6 +118,19 @@ fn timestamp(at: std::time::SystemTime) -> String {
 }
 
 impl Handler {
+    /// Where the files of a `run_prompt` call may be (see [`crate::roots`]).
+    async fn scope(&self, context: &RequestContext<RoleServer>, request: &RunRequest) -> Scope {
+        let allowed = Arc::clone(&self.shared.allowed);
+        if request.input_file.is_none() && request.output_file.is_none() {
+            return Scope {
+                roots: ClientRoots::Undeclared,
+                allowed,
+            };
+        }
+        let roots = self.roots.of(context, modern(context)).await;
+        Scope { roots, allowed }
+    }
+
     /// Where a `run_prompt` call's log messages go: to this client, at the level it asked
     /// for (`None` when a 2026-07-28 call did not opt in).
     fn run_log(
@@ -227,6 +245,13 @@ impl ServerHandler for Handler {
         Ok(())
     }
 
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        self.roots.changed().await;
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -249,7 +274,8 @@ impl ServerHandler for Handler {
             "run_prompt" if wants_task(&context) => {
                 // The tasks extension: the run becomes a task under its own run id.
                 let log = self.run_log(&context, &request);
-                let run_request = RunRequest::parse(request.arguments)?;
+                let mut run_request = RunRequest::parse(request.arguments)?;
+                run_request.scope = self.scope(&context, &run_request).await;
                 let (generation, entry, run) = tools::register(&self.shared, &run_request);
                 let shared = Arc::clone(&self.shared);
                 let task_run = Arc::clone(&run);
@@ -274,7 +300,8 @@ impl ServerHandler for Handler {
             }
             "run_prompt" => {
                 let log = self.run_log(&context, &request);
-                let run = RunRequest::parse(request.arguments)?;
+                let mut run = RunRequest::parse(request.arguments)?;
+                run.scope = self.scope(&context, &run).await;
                 let token = context
                     .meta
                     .get_progress_token()

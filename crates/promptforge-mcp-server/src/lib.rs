@@ -10,8 +10,10 @@
 pub mod attach;
 pub mod catalog;
 pub mod config;
+pub mod files;
 pub mod handler;
 pub mod logging;
+pub mod roots;
 pub mod runs;
 pub mod serve;
 pub mod state;

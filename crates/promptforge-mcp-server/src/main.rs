@@ -33,6 +33,10 @@ enum Command {
     },
 }
 
+/// The log filter without `RUST_LOG`: `info`, except rmcp's session manager, which logs
+/// every session id it creates at info (ids are bearer-like: they go at debug or not at all).
+const DEFAULT_LOG_FILTER: &str = "info,rmcp::transport::streamable_http_server::session=warn";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let Command::Serve { stdio, config } = cli.command;
@@ -41,7 +45,7 @@ fn main() -> ExitCode {
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .init();
     let transport = if stdio {

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::attach::{Attachments, WatchedSessions};
 use crate::catalog::{self, Mode};
 use crate::config::{Config, is_loopback};
+use crate::files::Allowed;
 use crate::handler::Handler;
 use crate::runs::Registry;
 use crate::state::{Generation, Index, Shared, build_index};
@@ -80,6 +81,7 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
     if transport == Transport::Http {
         check_http(&config)?;
     }
+    let allowed = allowed_dirs(&config)?;
     // 1. The catalog: every fault is collected and reported together.
     let catalog = catalog::resolve(&config.catalog, &config.prompts_dir, Mode::Boot)
         .map_err(ServeError::Faults)?;
@@ -125,16 +127,19 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
             Index::Unavailable("this build has no picker feature".into())
         },
     };
-    let shared = Arc::new(Shared::new(
-        first,
-        registry,
-        config.server.reply_deadline,
-        gateway,
-        models,
-        tools,
-        picker,
-        Some(model),
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            first,
+            registry,
+            config.server.reply_deadline,
+            gateway,
+            models,
+            tools,
+            picker,
+            Some(model),
+        )
+        .with_allowed(allowed),
+    );
     if crate::tools::PICKER {
         // The retrieval index is built off the boot path: a 1,000-prompt catalog takes
         // seconds to embed, and every other tool serves meanwhile.
@@ -151,6 +156,41 @@ pub async fn boot(config: Config, transport: Transport) -> Result<Booted, ServeE
         });
     }
     Ok(Booted { shared, config })
+}
+
+/// Resolves `[files] allowed_dirs` (links included): each must be an existing directory.
+fn allowed_dirs(config: &Config) -> Result<Allowed, ServeError> {
+    let mut dirs = Vec::new();
+    let mut faults = Vec::new();
+    for (i, dir) in config.files.allowed_dirs.iter().enumerate() {
+        match std::fs::canonicalize(dir) {
+            Ok(resolved) if resolved.is_dir() => dirs.push(resolved),
+            Ok(_) => faults.push(format!(
+                "{}: `files.allowed_dirs[{i}]`: {} is not a directory",
+                config.path.display(),
+                dir.display()
+            )),
+            Err(e) => faults.push(format!(
+                "{}: `files.allowed_dirs[{i}]`: {}: {e}",
+                config.path.display(),
+                dir.display()
+            )),
+        }
+    }
+    if !faults.is_empty() {
+        return Err(ServeError::Faults(faults));
+    }
+    if !dirs.is_empty() {
+        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        tracing::info!(
+            "input_file and output_file may be inside {}",
+            shown.join(", ")
+        );
+    }
+    Ok(Allowed {
+        dirs,
+        config: config.path.clone(),
+    })
 }
 
 fn check_http(config: &Config) -> Result<(), ServeError> {
@@ -319,31 +359,52 @@ fn digest(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
-fn split_host(authority: &str) -> (String, Option<&str>) {
-    let authority = authority.trim();
-    if let Some(rest) = authority.strip_prefix('[')
-        && let Some((host, tail)) = rest.split_once(']')
-    {
-        return (
-            host.to_ascii_lowercase(),
-            tail.strip_prefix(':').filter(|p| !p.is_empty()),
-        );
+/// Parses an HTTP authority as `host[:port]`: a DNS name or IPv4 address (letters,
+/// digits, `-`, `.`), or an IPv6 address in brackets; the port is decimal. Anything else
+/// (user info like `localhost:1@evil.example`, a path, spaces, an empty host) is `None`.
+fn parse_authority(authority: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (inner, tail) = rest.split_once(']')?;
+        inner.parse::<std::net::Ipv6Addr>().ok()?;
+        (inner, tail)
+    } else {
+        let end = authority.find(':').unwrap_or(authority.len());
+        let host = &authority[..end];
+        let valid = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+        if host.is_empty() || !host.chars().all(valid) {
+            return None;
+        }
+        (host, &authority[end..])
+    };
+    let port = match tail_port(port)? {
+        Some(text) => Some(text.parse::<u16>().ok()?),
+        None => None,
+    };
+    Some((host.to_ascii_lowercase(), port))
+}
+
+/// The port digits after a host: `""` is no port, `":digits"` is one, anything else fails.
+fn tail_port(tail: &str) -> Option<Option<&str>> {
+    if tail.is_empty() {
+        return Some(None);
     }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => (host.to_ascii_lowercase(), Some(port)),
-        _ => (authority.to_ascii_lowercase(), None),
-    }
+    let digits = tail.strip_prefix(':')?;
+    (!digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then_some(Some(digits))
 }
 
 impl Gate {
     fn host_allowed(&self, authority: &str) -> bool {
-        let (host, port) = split_host(authority);
+        let Some((host, port)) = parse_authority(authority) else {
+            return false;
+        };
         if self.default_hosts {
             return matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1");
         }
         self.hosts.iter().any(|entry| {
-            let (want_host, want_port) = split_host(entry);
-            want_host == host && want_port.is_none_or(|p| Some(p) == port)
+            parse_authority(entry.trim()).is_some_and(|(want_host, want_port)| {
+                want_host == host && want_port.is_none_or(|p| Some(p) == port)
+            })
         })
     }
 
@@ -357,7 +418,9 @@ impl Gate {
         if authority.contains('/') {
             return false;
         }
-        let (host, _) = split_host(authority);
+        let Some((host, _)) = parse_authority(authority) else {
+            return false;
+        };
         matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1") || self.host_allowed(authority)
     }
 }
@@ -407,6 +470,56 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     next.run(request).await
 }
 
+/// The session cap's state: the sessions and `[server].max_sessions`.
+#[derive(Debug, Clone)]
+struct Cap {
+    sessions: Arc<WatchedSessions>,
+    max: usize,
+}
+
+/// Whether a JSON-RPC body is an `initialize` request (the one request that opens a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<&'a str>,
+    }
+    serde_json::from_slice::<Method<'_>>(body).is_ok_and(|m| m.method == Some("initialize"))
+}
+
+/// Refuses an `initialize` with 503 while `[server].max_sessions` sessions are held. Only a
+/// `POST` without `Mcp-Session-Id` can open one, and its body is read only at the cap.
+async fn session_cap(State(cap): State<Cap>, request: Request, next: Next) -> Response {
+    let opens = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens || cap.sessions.count().await < cap.max {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is over the 4 MiB limit",
+        );
+    };
+    if is_initialize(&bytes) {
+        let mut response = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "the server holds its limit of {} MCP sessions ([server].max_sessions); an idle \
+                 session ends after 5 minutes, or a client ends its own with DELETE: retry later",
+                cap.max
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+        return response;
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
 async fn healthz() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
@@ -453,14 +566,20 @@ pub async fn serve_http_on(
     // Every call's stream is watched: a client that drops it and does not resume within
     // `resume_grace` has its attached run cancelled.
     let attachments = Attachments::new(booted.config.server.resume_grace);
-    let sessions = WatchedSessions::new(Arc::clone(&attachments));
+    let sessions = Arc::new(WatchedSessions::new(Arc::clone(&attachments)));
+    let cap = Cap {
+        sessions: Arc::clone(&sessions),
+        max: booted.config.server.max_sessions,
+    };
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(Arc::clone(&shared)).watching(Arc::clone(&attachments))),
-        Arc::new(sessions),
+        sessions,
         mcp_config,
     );
+    // Layers run outermost last: the guard, then the session cap.
     let mcp = Router::new()
         .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(cap, session_cap))
         .layer(middleware::from_fn_with_state(Arc::clone(&gate), guard));
     let app = Router::new().route("/healthz", get(healthz)).merge(mcp);
     let local: SocketAddr = listener
@@ -526,6 +645,39 @@ mod tests {
         for bad in ["evil.example", "evil.example:9310", "127.0.0.2", ""] {
             assert!(!g.host_allowed(bad), "{bad}");
         }
+    }
+
+    /// Issue 38: `localhost:47310@evil.example` was accepted (split at the last `:`).
+    #[test]
+    fn the_host_header_is_parsed_as_an_authority() {
+        let g = gate(&[]);
+        for bad in [
+            "localhost:47310@evil.example",
+            "localhost@evil.example",
+            "localhost:1/x",
+            "localhost:",
+            "localhost:99999",
+            "localhost:1:2",
+            "[::1",
+            "[::1]x",
+            "[not-ip]:1",
+            "local host",
+            " localhost",
+            ":9310",
+        ] {
+            assert!(!g.host_allowed(bad), "{bad}");
+        }
+        assert_eq!(
+            parse_authority("[::1]:9310"),
+            Some(("::1".to_owned(), Some(9310)))
+        );
+        assert_eq!(
+            parse_authority("Example.COM"),
+            Some(("example.com".to_owned(), None))
+        );
+        let listed = gate(&["example.com:8080"]);
+        assert!(!listed.host_allowed("example.com:8080@evil.example"));
+        assert!(!listed.origin_allowed("http://localhost:1@evil.example"));
     }
 
     #[test]

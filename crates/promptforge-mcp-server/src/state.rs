@@ -10,6 +10,7 @@ use promptforge_tool_picker::{Catalog as PickerCatalog, Config as PickerConfig, 
 use promptforge_tool_picker::{ToolDescriptor, ToolId, ToolPicker};
 
 use crate::catalog::Catalog;
+use crate::files::Allowed;
 use crate::runs::Registry;
 
 /// The retrieval index behind `need_prompt`, or why there is none.
@@ -55,6 +56,8 @@ pub struct Shared {
     pub picker: ToolPicker,
     /// The embedding model, loaded once and shared by every index.
     pub model: Option<Model>,
+    /// `[files] allowed_dirs`, resolved at boot (none until [`Shared::with_allowed`]).
+    pub allowed: Arc<Allowed>,
     /// Runs in [`Shared::complete_index`] just before it takes the lock (tests use it to
     /// land a shutdown in that window).
     #[cfg(test)]
@@ -127,9 +130,16 @@ impl Shared {
             tools,
             picker,
             model,
+            allowed: Arc::new(Allowed::default()),
             #[cfg(test)]
             before_install: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The same state with the operator's `[files]` directories.
+    pub fn with_allowed(mut self, allowed: Allowed) -> Self {
+        self.allowed = Arc::new(allowed);
+        self
     }
 
     /// The current generation (a run keeps the one it started with).

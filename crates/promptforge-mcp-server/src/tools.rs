@@ -1,6 +1,5 @@
 //! The four MCP tools: schemas, argument checks and their implementations.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -13,14 +12,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Entry;
+use crate::files::{self, Scope};
 use crate::runs::{Record, Run, Status};
 use crate::state::{Generation, Index, Shared};
 
 /// Entries per `list_prompts` page.
 pub const PAGE_SIZE: usize = 100;
 
-/// The largest `input_file` the server reads, and the largest `input_text`: 8 MiB.
-pub const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+pub use crate::files::MAX_INPUT_BYTES;
 
 /// How many candidates `need_prompt` returns at most.
 pub const NEED_CANDIDATES: usize = 3;
@@ -461,6 +460,9 @@ pub struct RunRequest {
     pub input_text: Option<String>,
     /// `output_file`.
     pub output_file: Option<String>,
+    /// Where `input_file` and `output_file` may be (the handler sets it: the client's MCP
+    /// roots and `[files] allowed_dirs`); the default admits no file.
+    pub scope: Scope,
 }
 
 impl RunRequest {
@@ -479,6 +481,7 @@ impl RunRequest {
             input_file: own("input_file"),
             input_text: own("input_text"),
             output_file: own("output_file"),
+            scope: Scope::default(),
         })
     }
 }
@@ -555,19 +558,25 @@ pub async fn execute<S: ProgressSink>(
             return run.record();
         }
     };
-    let store = match seed(&entry, &request) {
+    let store = match seed(&entry, &request).await {
         Ok(store) => store,
         Err(e) => {
             run.finish(Err(e));
             return run.record();
         }
     };
-    if request.output_file.is_some() && entry.output.is_none() {
-        run.finish(Err(format!(
-            "output_file was given, but the prompt `{}` declares no output",
-            entry.name
-        )));
-        return run.record();
+    if let Some(file) = &request.output_file {
+        let checked = match &entry.output {
+            None => Err(format!(
+                "output_file was given, but the prompt `{}` declares no output",
+                entry.name
+            )),
+            Some(_) => files::check_output(&request.scope, file).await,
+        };
+        if let Err(e) = checked {
+            run.finish(Err(e));
+            return run.record();
+        }
     }
 
     let permit = tokio::select! {
@@ -601,6 +610,7 @@ pub async fn execute<S: ProgressSink>(
         .clone()
         .zip(entry.output.as_ref().map(|d| d.path.clone()));
     let input = request.args.clone();
+    let scope = request.scope.clone();
     tokio::spawn(async move {
         let _permit = permit;
         let config = RunConfig::new(task_run.id())
@@ -612,7 +622,9 @@ pub async fn execute<S: ProgressSink>(
         let result = promptforge_core::run(&prompt, &input, resolution, &store, config).await;
         let outcome = match result {
             Ok(value) => match &output {
-                Some((file, path)) => write_output(&store, path, Path::new(file)).map(|()| value),
+                Some((file, path)) => write_output(&store, path, &scope, file)
+                    .await
+                    .map(|()| value),
                 None => Ok(value),
             },
             Err(e) => Err(e.to_string()),
@@ -661,7 +673,7 @@ pub async fn execute<S: ProgressSink>(
     }
 }
 
-fn seed(entry: &Entry, request: &RunRequest) -> Result<StoreRef, String> {
+async fn seed(entry: &Entry, request: &RunRequest) -> Result<StoreRef, String> {
     let store = StoreRef::memory();
     let text = match (&request.input_file, &request.input_text) {
         (Some(_), Some(_)) => {
@@ -670,7 +682,8 @@ fn seed(entry: &Entry, request: &RunRequest) -> Result<StoreRef, String> {
             );
         }
         (None, None) => return Ok(store),
-        (Some(file), None) => read_input(Path::new(file))?,
+        (Some(_), None) if entry.input.is_none() => String::new(),
+        (Some(file), None) => files::read_input(&request.scope, file).await?,
         (None, Some(text)) => {
             if text.len() as u64 > MAX_INPUT_BYTES {
                 return Err(format!(
@@ -698,40 +711,15 @@ fn seed(entry: &Entry, request: &RunRequest) -> Result<StoreRef, String> {
     Ok(store)
 }
 
-fn read_input(path: &Path) -> Result<String, String> {
-    let shown = path.display();
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read input_file {shown}: {e}"))?;
-    if meta.len() > MAX_INPUT_BYTES {
-        return Err(format!(
-            "input_file {shown} is {} bytes, over the {MAX_INPUT_BYTES}-byte limit",
-            meta.len()
-        ));
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read input_file {shown}: {e}"))
-}
-
-/// Writes the store file `path` to `file` atomically: a temporary file beside it, then a
-/// rename, so a reader never sees a partial file.
-fn write_output(store: &StoreRef, path: &str, file: &Path) -> Result<(), String> {
+/// Writes the store file `path` to `output_file` `file` (see [`files::write_output`]).
+async fn write_output(
+    store: &StoreRef,
+    path: &str,
+    scope: &Scope,
+    file: &str,
+) -> Result<(), String> {
     let text = store.read(path).map_err(|e| {
         format!("the run completed, but its declared output `{path}` is not in the store: {e}")
     })?;
-    let shown = file.display();
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = file
-        .file_name()
-        .ok_or_else(|| format!("output_file {shown} names no file"))?
-        .to_string_lossy()
-        .into_owned();
-    let temp = dir.join(format!(".{name}.{}.tmp", crate::runs::new_run_id()));
-    let result = std::fs::write(&temp, text.as_bytes()).and_then(|()| std::fs::rename(&temp, file));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&temp);
-        return Err(format!("cannot write output_file {shown}: {e}"));
-    }
-    Ok(())
+    files::write_output(scope, file, text).await
 }

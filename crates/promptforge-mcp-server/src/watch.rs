@@ -95,9 +95,45 @@ impl std::fmt::Debug for Watcher {
     }
 }
 
-enum Signal {
-    Changed,
-    Lost(String),
+/// Why the watch on the prompts directory must be registered again, set by the platform
+/// callback and taken by the debounce loop. A flag, not a message on the event channel: a
+/// full channel drops events, and losing this one would stop live reload for good.
+#[derive(Debug, Default)]
+struct Lost(std::sync::Mutex<Option<String>>);
+
+impl Lost {
+    fn set(&self, why: String) {
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.get_or_insert(why);
+    }
+
+    fn take(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// Whether `event` means the platform watch on `dir` is gone or no longer covers the
+/// directory now at that path: `dir` itself was removed, created, or renamed away or back.
+///
+/// A rename matters as much as a removal: when the parent's watch reports the directory
+/// moved away, `notify`'s inotify backend drops the directory's recursive watch, and when
+/// the directory is moved back (a `git checkout`, an editor's atomic save of a directory)
+/// nothing adds it again, since the parent is watched non-recursively. The directory then
+/// exists, so its absence cannot be what tells the loop to register again.
+fn loses_watch(event: &notify::Event, dir: &Path) -> bool {
+    use notify::event::ModifyKind;
+    let names_dir = event.paths.iter().any(|p| p == dir);
+    names_dir
+        && matches!(
+            event.kind,
+            EventKind::Remove(_) | EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_))
+        )
 }
 
 struct Platform {
@@ -107,32 +143,34 @@ struct Platform {
 }
 
 impl Platform {
-    fn new(dir: &Path, toml: &Path, tx: mpsc::Sender<Signal>) -> Result<Self, String> {
+    fn new(dir: &Path, toml: &Path, tx: mpsc::Sender<()>, lost: Arc<Lost>) -> Result<Self, String> {
         let toml_path = toml.to_path_buf();
         let dir_path = dir.to_path_buf();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            let signal = match event {
+            match event {
                 Ok(event) => {
                     if matches!(event.kind, EventKind::Access(_)) {
                         return;
                     }
-                    let relevant = event
-                        .paths
-                        .iter()
-                        .any(|p| p.starts_with(&dir_path) || *p == toml_path);
-                    let lost = matches!(event.kind, EventKind::Remove(_))
-                        && event.paths.contains(&dir_path);
-                    if lost {
-                        Signal::Lost(format!("{} was removed", dir_path.display()))
-                    } else if relevant || event.need_rescan() {
-                        Signal::Changed
+                    if loses_watch(&event, &dir_path) {
+                        lost.set(format!(
+                            "{} was removed, created or renamed",
+                            dir_path.display()
+                        ));
                     } else {
-                        return;
+                        let relevant = event
+                            .paths
+                            .iter()
+                            .any(|p| p.starts_with(&dir_path) || *p == toml_path);
+                        if !relevant && !event.need_rescan() {
+                            return;
+                        }
                     }
                 }
-                Err(e) => Signal::Lost(e.to_string()),
-            };
-            let _ = tx.try_send(signal);
+                Err(e) => lost.set(e.to_string()),
+            }
+            // A full buffer already holds a wake-up: any one of them settles a window.
+            let _ = tx.try_send(());
         })
         .map_err(|e| format!("cannot start the file watcher: {e}"))?;
         let toml_dir = toml
@@ -172,7 +210,8 @@ impl Watcher {
         let toml = std::fs::canonicalize(&boot.path)
             .map_err(|e| format!("cannot watch {}: {e}", boot.path.display()))?;
         let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
-        let mut platform = Platform::new(&dir, &toml, tx)?;
+        let lost_flag = Arc::new(Lost::default());
+        let mut platform = Platform::new(&dir, &toml, tx, Arc::clone(&lost_flag))?;
         let stopped = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stopped);
         let debounce = boot.server.watch_debounce;
@@ -180,23 +219,17 @@ impl Watcher {
             let mut lost = false;
             loop {
                 // While the watch is lost, a settled window also comes every RETRY.
-                let first = if lost {
-                    match tokio::time::timeout(RETRY, rx.recv()).await {
-                        Ok(Some(signal)) => signal,
-                        Ok(None) => return,
-                        Err(_) => Signal::Changed,
+                if lost {
+                    if let Ok(None) = tokio::time::timeout(RETRY, rx.recv()).await {
+                        return;
                     }
-                } else {
-                    match rx.recv().await {
-                        Some(signal) => signal,
-                        None => return,
-                    }
-                };
-                let mut signals = vec![first];
+                } else if rx.recv().await.is_none() {
+                    return;
+                }
                 // The window restarts on every event.
                 loop {
                     match tokio::time::timeout(debounce, rx.recv()).await {
-                        Ok(Some(signal)) => signals.push(signal),
+                        Ok(Some(())) => {}
                         Ok(None) => return,
                         Err(_) => break,
                     }
@@ -204,13 +237,11 @@ impl Watcher {
                 if flag.load(Ordering::Acquire) {
                     return;
                 }
-                for signal in &signals {
-                    if let Signal::Lost(why) = signal {
-                        tracing::error!(
-                            "the prompts watch broke ({why}); it is registered again on the next settled window"
-                        );
-                        lost = true;
-                    }
+                if let Some(why) = lost_flag.take() {
+                    tracing::error!(
+                        "the prompts watch broke ({why}); it is registered again on this settled window"
+                    );
+                    lost = true;
                 }
                 if lost || !dir.exists() {
                     match platform.register() {
@@ -222,7 +253,7 @@ impl Watcher {
                         }
                         Err(e) => {
                             tracing::error!(
-                                "live reload has stopped ({e}); restart the server once the path is back"
+                                "live reload is paused ({e}); registering again every {RETRY:?} until the path is back"
                             );
                             lost = true;
                         }

@@ -400,3 +400,58 @@ async fn the_shipped_prompts_toml_boots_as_shipped() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("catalog resolved prompts="), "{stderr}");
 }
+
+/// Issue 38 item 8: sessions were unbounded (2,000 idle ones held 111 MB for rmcp's
+/// 5-minute keep-alive). An `initialize` over `[server].max_sessions` gets 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialize_over_the_session_cap_is_refused_with_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start().await;
+    standard_prompts(dir.path());
+    let config = write_config(dir.path(), &upstream.url, &Knobs::default());
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[server]\n", "[server]\nmax_sessions = 2\n"),
+    )
+    .unwrap();
+    let server = Server::http(&config).await;
+    let client = reqwest::Client::new();
+    let mcp = format!("{}/mcp", server.url);
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let post = || {
+        client
+            .post(&mcp)
+            .header("authorization", format!("Bearer {MCP_KEY}"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(init.to_string())
+    };
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let r = post().send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        sessions.push(r.headers()["mcp-session-id"].clone());
+    }
+    let r = post().send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let message = r.text().await.unwrap();
+    assert!(
+        message.contains("max_sessions") && message.contains('2'),
+        "{message}"
+    );
+    // Ending a session frees its place.
+    let r = client
+        .delete(&mcp)
+        .header("authorization", format!("Bearer {MCP_KEY}"))
+        .header("mcp-session-id", sessions.pop().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(post().send().await.unwrap().status(), 200);
+    assert!(server.terminate().await.success());
+}

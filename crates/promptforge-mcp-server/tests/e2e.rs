@@ -212,3 +212,17 @@ async fn a_background_run_outlives_its_client() {
     };
     http_steps(&["background", "after_background"], knobs).await;
 }
+
+/// Issue 38 item 3: a client that declares roots (handshake-era: 2026-07-28 cannot be asked
+/// for them) bounds `input_file` and `output_file` by them, within `[files] allowed_dirs`,
+/// and a `notifications/roots/list_changed` makes the server list them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_roots_bound_the_files_over_stdio() {
+    over_stdio("roots", &["legacy"], Knobs::default(), |_| {}).await;
+}
+
+/// [`client_roots_bound_the_files_over_stdio`] over streamable HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_roots_bound_the_files_over_http() {
+    over_http("roots", &["legacy"], Knobs::default()).await;
+}

@@ -20,7 +20,7 @@ import urllib.request
 
 import anyio
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -128,8 +128,9 @@ async def basics(client, args):
     listed = data["error"].split("nearest first: ")[1].split(", ")
     assert listed[0] == "steps" and set(listed) == set(prompts), listed
 
-    # Input and output files.
-    source = os.path.join(args.dir, "in.txt")
+    # Input and output files, inside [files] allowed_dirs (the fixture's files/).
+    files = os.path.join(args.dir, "files")
+    source = os.path.join(files, "in.txt")
     with open(source, "w") as f:
         f.write("from a file")
     assert (await run(client, prompt="reader", input_text="inline"))["value"] == "read:inline"
@@ -138,20 +139,21 @@ async def basics(client, args):
     assert data["status"] == "failed" and "mutually exclusive" in data["error"], data
     data = await run(client, prompt="echo", input_text="x")
     assert data["status"] == "failed" and "declares no input" in data["error"], data
-    missing = os.path.join(args.dir, "missing.txt")
+    missing = os.path.join(files, "missing.txt")
     data = await run(client, prompt="reader", input_file=missing)
     assert data["status"] == "failed" and missing in data["error"], data
-    target = os.path.join(args.dir, "report.md")
+    target = os.path.join(files, "report.md")
     data = await run(client, prompt="writer", args="R", output_file=target)
     assert data["status"] == "completed", data
     with open(target) as f:
         assert f.read() == "report for R", target
-    assert not [n for n in os.listdir(args.dir) if n.endswith(".tmp")]
+    assert not [n for n in os.listdir(files) if n.endswith(".tmp")]
     data = await run(client, prompt="echo", output_file=target)
     assert data["status"] == "failed" and "declares no output" in data["error"], data
-    data = await run(client, prompt="writer", args="nofile", output_file=os.path.join(args.dir, "never.md"))
+    data = await run(client, prompt="writer", args="nofile", output_file=os.path.join(files, "never.md"))
     assert data["status"] == "failed" and "out/report.md" in data["error"], data
-    assert not os.path.exists(os.path.join(args.dir, "never.md"))
+    assert not os.path.exists(os.path.join(files, "never.md"))
+    await file_attacks(client, args, files)
 
     # check_run for an unknown id is a result that says so.
     data = record(await client.call_tool("check_run", {"run_id": "0" * 32}))
@@ -180,6 +182,91 @@ async def basics(client, args):
     assert 1 <= len(candidates) <= 3, candidates
     assert candidates[0]["name"] == "greet", candidates
     await expect_error(client.call_tool("need_prompt", {}), -32602)
+
+
+async def file_attacks(client, args, files):
+    # Issue 38: what the server reads and writes for a call stays inside the allowed
+    # directories, is a regular file, is read bounded, and never blocks the server.
+    for path in ["/proc/self/environ", "/dev/zero", os.path.join(args.dir, "prompts.env")]:
+        data = await run(client, prompt="reader", input_file=path)
+        assert data["status"] == "failed" and "is outside [files] allowed_dirs" in data["error"], data
+    link = os.path.join(files, "env-link")
+    os.symlink(os.path.join(args.dir, "prompts.env"), link)
+    data = await run(client, prompt="reader", input_file=link)
+    assert data["status"] == "failed" and "is outside" in data["error"], data
+    data = await run(client, prompt="writer", args="R", output_file=link)
+    assert data["status"] == "failed" and "a symbolic link" in data["error"], data
+    assert os.path.islink(link) and "PF_TEST_MCP_KEY" in open(os.path.join(args.dir, "prompts.env")).read()
+    os.remove(link)
+    data = await run(client, prompt="writer", args="R", output_file=os.path.join(args.dir, "prompts.toml"))
+    assert data["status"] == "failed" and "is outside" in data["error"], data
+    # A FIFO with no writer: refused at once, and more of them at once than the server has
+    # worker threads leave it answering (opening one used to block a runtime thread).
+    fifo = os.path.join(files, "pipe")
+    os.mkfifo(fifo)
+    failures = []
+
+    async def fifo_call():
+        failures.append(await run(client, prompt="reader", input_file=fifo))
+
+    with anyio.fail_after(STEP_TIMEOUT):
+        async with anyio.create_task_group() as group:
+            for _ in range(4):
+                group.start_soon(fifo_call)
+    assert len(failures) == 4 and all(d["status"] == "failed" and "a FIFO" in d["error"] for d in failures), failures
+    if args.url:
+        health = args.url.rsplit("/mcp", 1)[0] + "/healthz"
+        with urllib.request.urlopen(health, timeout=10) as response:
+            assert json.loads(response.read()) == {"status": "ok"}
+    assert (await run(client, prompt="echo", args="still here"))["value"] == "still here"
+    os.remove(fifo)
+
+
+ROOTS = []
+
+
+async def list_roots(context):
+    return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in ROOTS])
+
+
+def file_uri(path):
+    return "file://" + urllib.request.pathname2url(path)
+
+
+async def roots_scenario(client, args):
+    # The client's roots bound the files (and [files] allowed_dirs, files/, bounds them too).
+    files = os.path.join(args.dir, "files")
+    a = os.path.join(files, "project a")
+    b = os.path.join(files, "b")
+    for d in (a, b):
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "in.txt"), "w") as f:
+            f.write("in " + os.path.basename(d))
+    ROOTS[:] = [file_uri(a)]
+    data = await run(client, prompt="reader", input_file=os.path.join(a, "in.txt"))
+    assert data["value"] == "read:in project a", data
+    for path in [os.path.join(b, "in.txt"), "/proc/self/environ"]:
+        data = await run(client, prompt="reader", input_file=path)
+        assert data["status"] == "failed" and "outside the client's MCP roots" in data["error"], data
+    link = os.path.join(a, "escape")
+    os.symlink(os.path.join(b, "in.txt"), link)
+    data = await run(client, prompt="reader", input_file=link)
+    assert data["status"] == "failed" and "outside the client's MCP roots" in data["error"], data
+    data = await run(client, prompt="writer", args="R", output_file=os.path.join(a, "out.md"))
+    assert data["status"] == "completed", data
+    # A root outside [files] allowed_dirs admits nothing the operator did not allow.
+    ROOTS[:] = [file_uri(args.dir)]
+    await client.send_roots_list_changed()
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while True:
+        data = await run(client, prompt="reader", input_file=os.path.join(b, "in.txt"))
+        if data["status"] == "completed":
+            break
+        assert time.monotonic() < deadline, ("the changed roots were never listed again", data)
+        await anyio.sleep(0.05)
+    assert data["value"] == "read:in b", data
+    data = await run(client, prompt="reader", input_file=os.path.join(args.dir, "prompts.env"))
+    assert data["status"] == "failed" and "outside [files] allowed_dirs" in data["error"], data
 
 
 async def paging(client, args):
@@ -472,6 +559,7 @@ SCENARIOS = {
     "resume": resume,
     "background": background,
     "after_background": after_background,
+    "roots": roots_scenario,
 }
 
 
@@ -513,6 +601,8 @@ async def main():
     if args.scenario == "logging":
         write_prompts(args, LOGGING_PROMPTS)
     options = {}
+    if args.scenario == "roots":
+        options = {"list_roots_callback": list_roots}
     if args.scenario == "logging":
         # Handshake-era connections get logs per logging/setLevel (info until set); a
         # 2026-07-28 connection opts in per request (log_level stamps every request's _meta).

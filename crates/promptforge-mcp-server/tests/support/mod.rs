@@ -242,13 +242,15 @@ impl Default for Knobs {
     }
 }
 
-/// Writes `prompts.toml` for `upstream` into `dir`.
+/// Writes `prompts.toml` for `upstream` into `dir`; `input_file` and `output_file` may be
+/// inside `dir/files` (made here).
 pub fn write_config(dir: &Path, upstream: &str, knobs: &Knobs) -> PathBuf {
+    std::fs::create_dir_all(dir.join("files")).unwrap();
     let path = dir.join("prompts.toml");
     std::fs::write(
         &path,
         format!(
-            "[server]\nbind = \"{}\"\napi_key = \"${{PF_TEST_MCP_KEY}}\"\nmax_concurrent_runs = {}\nadmission_timeout = \"{}\"\nreply_deadline = \"{}\"\nwatch = {}\nwatch_debounce = \"100ms\"\nresume_grace = \"{}\"\n\n[gateway]\nurl = \"{upstream}/v1\"\napi_key = \"${{PF_TEST_GATEWAY_KEY}}\"\n\n[catalog]\ninclude = [\"**/*.md\"]\nexclude = [\"README.md\"]\n",
+            "[server]\nbind = \"{}\"\napi_key = \"${{PF_TEST_MCP_KEY}}\"\nmax_concurrent_runs = {}\nadmission_timeout = \"{}\"\nreply_deadline = \"{}\"\nwatch = {}\nwatch_debounce = \"100ms\"\nresume_grace = \"{}\"\n\n[gateway]\nurl = \"{upstream}/v1\"\napi_key = \"${{PF_TEST_GATEWAY_KEY}}\"\n\n[catalog]\ninclude = [\"**/*.md\"]\nexclude = [\"README.md\"]\n\n[files]\nallowed_dirs = [\"files\"]\n",
             knobs.bind,
             knobs.max_runs,
             knobs.admission,
