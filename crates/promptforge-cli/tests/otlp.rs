@@ -323,33 +323,19 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         .await
         .unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let trace_file = dir.path().join("t.json");
-    let output = tokio::time::timeout(
-        WAIT,
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_promptforge"))
-            .args(["run", "--trace", trace_file.to_str().unwrap()])
-            .arg("crates/promptforge-cli/tests/otlp/traced.md")
-            .arg("rust")
-            .current_dir(repo())
-            .env("PROMPTFORGE_GATEWAY_URL", server.url())
-            .env("PROMPTFORGE_GATEWAY_API_KEY", &gateway.key)
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &phoenix.url)
-            .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-            .env_remove("OTEL_SDK_DISABLED")
-            .output(),
+    let (output, document) = run_exported(
+        server.url(),
+        &gateway.key,
+        &phoenix,
+        "crates/promptforge-cli/tests/otlp/traced.md",
+        "rust",
+        true,
     )
-    .await
-    .expect("the run finishes")
-    .unwrap();
+    .await;
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "Rust is fast.");
 
-    let document: Value = serde_json::from_slice(&std::fs::read(&trace_file).unwrap()).unwrap();
     let trace_id = document["trace_id"].as_str().unwrap().to_owned();
     let local = document["spans"].as_array().unwrap().len();
     // Two model requests, each with the gateway's spans.
@@ -361,13 +347,14 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         m
     });
     let names: Vec<&str> = by_name.keys().copied().collect();
+    // Span names are fixed vocabulary; the heading and the agent are attributes.
     for name in [
-        "invoke_agent otlp",
-        "preamble # OTLP",
-        "section ## Ask",
-        "chat code-pro",
-        "execute_tool lookup",
-        "store facts.md",
+        "invoke_agent",
+        "preamble",
+        "section",
+        "chat",
+        "execute_tool",
+        "store",
     ] {
         assert!(by_name.contains_key(name), "{name} is not among {names:?}");
     }
@@ -378,7 +365,7 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
         .collect();
     let roots: Vec<&Value> = spans.iter().filter(|s| s["parent_id"].is_null()).collect();
     assert_eq!(roots.len(), 1, "{spans:?}");
-    assert_eq!(roots[0]["name"], "invoke_agent otlp");
+    assert_eq!(roots[0]["name"], "invoke_agent");
     for span in &spans {
         if let Some(parent) = span["parent_id"].as_str() {
             assert!(ids.contains(&parent), "{span}");
@@ -386,11 +373,13 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
     }
 
     // The GenAI conventions on the model turns and the tool call.
-    let chats = &by_name["chat code-pro"];
+    let chats = &by_name["chat"];
     assert_eq!(chats.len(), 2);
-    let section = by_name["section ## Ask"][0]["context"]["span_id"]
-        .as_str()
-        .unwrap();
+    let ask = by_name["section"]
+        .iter()
+        .find(|s| attr(s, "promptforge.section") == "## Ask")
+        .expect("the section span names its heading");
+    let section = ask["context"]["span_id"].as_str().unwrap();
     for chat in chats {
         assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
         assert_eq!(attr(chat, "gen_ai.provider.name"), "promptforge");
@@ -416,7 +405,7 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
             .unwrap()
             .contains("Rust is fast.")
     );
-    let tool = by_name["execute_tool lookup"][0];
+    let tool = by_name["execute_tool"][0];
     assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
     assert_eq!(attr(tool, "gen_ai.tool.name"), "lookup");
     assert_eq!(attr(tool, "gen_ai.tool.call.id"), "call_0");
@@ -501,5 +490,113 @@ async fn a_run_lands_in_a_real_collector_as_one_trace_with_genai_attributes() {
     // Nothing secret went to the collector: neither key, in any span.
     let everything = serde_json::to_string(&spans).unwrap();
     assert!(!everything.contains(&gateway.key) && !everything.contains(KEY));
+    assert_eq!(upstream.remaining(), 0);
+}
+
+/// Runs `fixture` with `input` against the gateway at `url` (with `key`), exporting to
+/// `phoenix`, with content capture on or off; the run must succeed. Returns its output and
+/// its trace file.
+async fn run_exported(
+    url: &str,
+    key: &str,
+    phoenix: &Phoenix,
+    fixture: &str,
+    input: &str,
+    capture: bool,
+) -> (std::process::Output, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace_file = dir.path().join("t.json");
+    let output = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_promptforge"))
+            .args(["run", "--trace", trace_file.to_str().unwrap()])
+            .arg(fixture)
+            .arg(input)
+            .current_dir(repo())
+            .env("PROMPTFORGE_GATEWAY_URL", url)
+            .env("PROMPTFORGE_GATEWAY_API_KEY", key)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &phoenix.url)
+            .env(
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                if capture { "true" } else { "false" },
+            )
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .env_remove("OTEL_SDK_DISABLED")
+            .output(),
+    )
+    .await
+    .expect("the run finishes")
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document = serde_json::from_slice(&std::fs::read(&trace_file).unwrap()).unwrap();
+    (output, document)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_text_reaches_the_collector_only_with_content_capture() {
+    let phoenix = Phoenix::start().await;
+    let turn = || {
+        [
+            calls(&[("lookup", r#"{"key":"PFLEAK_TOOLARGS said"}"#)]),
+            Reply::Json(json!({
+                "id": "resp-2", "object": "chat.completion", "model": "code-pro",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "PFLEAK_REPLY it is"}}]
+            })),
+        ]
+    };
+    let upstream = Upstream::start(turn().into_iter().chain(turn()).collect()).await;
+    let gateway = Gateway::start(&upstream.url, &phoenix.url).await;
+    let input = "PFLEAK_ARGS user said <script>alert(1)</script>";
+    let fixture = "crates/promptforge-cli/tests/otlp/hostile.md";
+    let marks = [
+        "PFLEAK_ARGS",
+        "PFLEAK_TOOLARGS",
+        "PFLEAK_TOOLRESULT",
+        "PFLEAK_REPLY",
+    ];
+    for capture in [false, true] {
+        let (_, document) = run_exported(
+            &gateway.url,
+            &gateway.key,
+            &phoenix,
+            fixture,
+            input,
+            capture,
+        )
+        .await;
+        let trace_id = document["trace_id"].as_str().unwrap();
+        let local = document["spans"].as_array().unwrap().len();
+        // The runner's spans and, for each of the two model requests, the gateway's.
+        let spans = phoenix
+            .spans(trace_id, local + 2 * GATEWAY_SPANS.len())
+            .await;
+        let everything = serde_json::to_string(&spans).unwrap();
+        for mark in marks {
+            assert_eq!(
+                everything.contains(mark),
+                capture,
+                "{mark} with capture {capture}: {everything}"
+            );
+        }
+        let log = spans
+            .iter()
+            .find(|s| s["name"] == "log")
+            .expect("a log span");
+        let message = attr(log, "promptforge.message");
+        if capture {
+            assert_eq!(
+                message.as_str(),
+                Some(format!("user said: {input}").as_str())
+            );
+        } else {
+            assert!(message.is_null(), "{log}");
+        }
+    }
     assert_eq!(upstream.remaining(), 0);
 }

@@ -8,12 +8,15 @@
 //! `OTEL_RESOURCE_ATTRIBUTES` are honoured.
 //!
 //! The conventions are pinned to one version, [`SEMCONV_VERSION`] (the `schema_url` of every
-//! exported scope): model turns are `chat {model}` client spans with `gen_ai.*` request,
-//! response and usage attributes; tool calls are `execute_tool {name}` spans; the run is an
-//! `invoke_agent {prompt}` span. Message and tool contents (`gen_ai.input.messages`,
-//! `gen_ai.output.messages`, `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`, and the
-//! run's input, store contents and section replies) are exported only with
-//! `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, as the conventions advise.
+//! exported scope): model turns are `chat` client spans with `gen_ai.*` request, response
+//! and usage attributes; tool calls are `execute_tool` spans; the run is an `invoke_agent`
+//! span; the other spans are named by their core kind (`section`, `store`, `log`, …).
+//! Span names are fixed vocabulary, never text from the run. Contents — what the input, the
+//! store, the model or a tool said: `gen_ai.input.messages`, `gen_ai.output.messages`,
+//! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`, log text, store paths and
+//! contents, section replies, error messages — are exported only with
+//! `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, as the conventions advise
+//! (the crate README lists every exported attribute and its class).
 //!
 //! Spans are handed over on their end to a bounded queue ([`QUEUE_SPANS`]; a full queue
 //! drops and counts) and exported in batches by a task on the caller's tokio runtime, so a
@@ -372,17 +375,104 @@ fn micros_to_seconds(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
+/// The longest provider-made identifier (a response id, a response model, a finish reason,
+/// a tool call id) exported without content capture. Such a value comes from the upstream
+/// (or the model) and is exported by default only when it is shaped like an identifier:
+/// at most this many bytes of ASCII letters, digits and `-_.:/@+`. Anything else is
+/// exported only with content capture.
+pub const MAX_IDENTIFIER_BYTES: usize = 128;
+
+/// Whether `value` is shaped like an identifier a provider makes ([`MAX_IDENTIFIER_BYTES`]).
+fn is_identifier(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_IDENTIFIER_BYTES
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@+".contains(&b))
+}
+
+/// The core attributes exported as `promptforge.{key}` without content capture: fixed
+/// vocabulary, counts and flags, ids the run made, and names the prompt's author wrote
+/// (section headings, tool aliases). Every other attribute is content — it holds what the
+/// input, the store, the model or a tool said — and is exported only with content capture,
+/// so an attribute core adds later stays private until it is classified here.
+fn exported_by_default(kind: SpanKind, key: &str) -> bool {
+    match kind {
+        SpanKind::Preamble | SpanKind::Section | SpanKind::Arm => {
+            matches!(key, "depth" | "entered" | "index" | "end")
+        }
+        SpanKind::Jump => matches!(key, "target" | "relation"),
+        SpanKind::Fanout => matches!(key, "items" | "concurrency" | "ok" | "exhausted"),
+        SpanKind::ModelTurn => matches!(key, "turn" | "infer" | "traceparent"),
+        SpanKind::ToolCall => matches!(key, "tool_id" | "trusted"),
+        SpanKind::Store => matches!(key, "op" | "seq" | "bytes" | "matches" | "exists"),
+        _ => false,
+    }
+}
+
+/// The core attributes [`to_span_data`] maps to convention names itself (or drops), so
+/// they are not repeated as `promptforge.{key}`.
+fn mapped(kind: SpanKind, key: &str) -> bool {
+    match kind {
+        SpanKind::Run => matches!(key, "execution" | "prompt" | "origin"),
+        SpanKind::ModelTurn => matches!(
+            key,
+            "model"
+                | "request"
+                | "reply"
+                | "finish_reason"
+                | "usage"
+                | "first_byte_us"
+                | "gateway"
+                | "response_model"
+                | "response_id"
+        ),
+        SpanKind::ToolCall => {
+            matches!(
+                key,
+                "tool" | "call_id" | "alias" | "source" | "arguments" | "result"
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The kinds whose span name is a section heading (exported as `promptforge.section`).
+fn named_by_heading(kind: SpanKind) -> bool {
+    matches!(
+        kind,
+        SpanKind::Preamble
+            | SpanKind::Section
+            | SpanKind::Arm
+            | SpanKind::Walk
+            | SpanKind::Execute
+            | SpanKind::Fanout
+    )
+}
+
 /// One core span as an OpenTelemetry span, with the GenAI conventions where they apply.
+///
+/// The span name is fixed vocabulary: the operation (`chat`, `execute_tool`,
+/// `invoke_agent`) or the core kind (`section`, `store`, `log`, …), never text from the
+/// run. Without `content`, only what the crate README's audit table marks as exported by
+/// default leaves: what the input, the store, the model or a tool said (log text,
+/// arguments, results, replies, store paths and contents, error messages) needs `content`.
 pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) -> SpanData {
     let attrs = span.attrs();
     let text = |key: &str| attrs.get(key).and_then(Json::as_str);
+    // A provider-made identifier: as it is with content capture, else when shaped like one.
+    let provided = |key: &str| {
+        text(key)
+            .filter(|v| content || is_identifier(v))
+            .map(str::to_owned)
+    };
     let mut out: Vec<KeyValue> = Vec::new();
     let (kind, name) = match span.kind() {
         SpanKind::ModelTurn => {
             let model = text("model").unwrap_or(span.name()).to_owned();
             out.push(KeyValue::new(genai::OPERATION_NAME, "chat"));
             out.push(KeyValue::new(genai::PROVIDER_NAME, PROVIDER_NAME));
-            out.push(KeyValue::new(genai::REQUEST_MODEL, model.clone()));
+            out.push(KeyValue::new(genai::REQUEST_MODEL, model));
             let request = attrs.get("request");
             if let Some(t) = request
                 .and_then(|r| r.get("temperature"))
@@ -396,16 +486,16 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             {
                 out.push(KeyValue::new(genai::REQUEST_MAX_TOKENS, m));
             }
-            if let Some(m) = text("response_model") {
-                out.push(KeyValue::new(genai::RESPONSE_MODEL, m.to_owned()));
+            if let Some(m) = provided("response_model") {
+                out.push(KeyValue::new(genai::RESPONSE_MODEL, m));
             }
-            if let Some(id) = text("response_id") {
-                out.push(KeyValue::new(genai::RESPONSE_ID, id.to_owned()));
+            if let Some(id) = provided("response_id") {
+                out.push(KeyValue::new(genai::RESPONSE_ID, id));
             }
-            if let Some(reason) = text("finish_reason") {
+            if let Some(reason) = provided("finish_reason") {
                 out.push(KeyValue::new(
                     genai::RESPONSE_FINISH_REASONS,
-                    Value::Array(Array::String(vec![StringValue::from(reason.to_owned())])),
+                    Value::Array(Array::String(vec![StringValue::from(reason)])),
                 ));
             }
             if let Some(usage) = attrs.get("usage") {
@@ -430,13 +520,6 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
                     out.push(KeyValue::new(semconv::SERVER_PORT, i64::from(port)));
                 }
             }
-            if let Some(turn) = attrs.get("turn").and_then(Json::as_i64) {
-                out.push(KeyValue::new("promptforge.turn", turn));
-            }
-            out.push(KeyValue::new(
-                "promptforge.infer",
-                attrs.get("infer").and_then(Json::as_bool).unwrap_or(false),
-            ));
             if content {
                 if let Some(request) = request {
                     out.push(KeyValue::new(
@@ -454,14 +537,19 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
                     ));
                 }
             }
-            (OtelKind::Client, format!("chat {model}"))
+            (OtelKind::Client, "chat")
         }
         SpanKind::ToolCall => {
             out.push(KeyValue::new(genai::OPERATION_NAME, "execute_tool"));
-            out.push(KeyValue::new(genai::TOOL_NAME, span.name().to_owned()));
+            // The name the model called: one the prompt offered, unless `source` is
+            // `unknown` (then it is whatever the model said).
+            let offered = text("source").is_some_and(|s| s != "unknown");
+            if offered || content {
+                out.push(KeyValue::new(genai::TOOL_NAME, span.name().to_owned()));
+            }
             out.push(KeyValue::new(genai::TOOL_TYPE, "function"));
-            if let Some(id) = text("call_id") {
-                out.push(KeyValue::new(genai::TOOL_CALL_ID, id.to_owned()));
+            if let Some(id) = provided("call_id") {
+                out.push(KeyValue::new(genai::TOOL_CALL_ID, id));
             }
             for (key, name) in [
                 ("alias", "promptforge.tool.alias"),
@@ -483,7 +571,7 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
                     out.push(KeyValue::new(genai::TOOL_CALL_RESULT, result.to_owned()));
                 }
             }
-            (OtelKind::Internal, format!("execute_tool {}", span.name()))
+            (OtelKind::Internal, "execute_tool")
         }
         SpanKind::Run => {
             out.push(KeyValue::new(genai::OPERATION_NAME, "invoke_agent"));
@@ -491,12 +579,17 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             if let Some(execution) = text("execution") {
                 out.push(KeyValue::new(genai::CONVERSATION_ID, execution.to_owned()));
             }
-            (OtelKind::Internal, format!("invoke_agent {}", span.name()))
+            if let Some(origin) = text("origin") {
+                out.push(KeyValue::new(semconv::CODE_FILE_PATH, origin.to_owned()));
+            }
+            (OtelKind::Internal, "invoke_agent")
         }
-        other => (
-            OtelKind::Internal,
-            format!("{} {}", other.as_str(), span.name()),
-        ),
+        other => {
+            if named_by_heading(other) {
+                out.push(KeyValue::new("promptforge.section", span.name().to_owned()));
+            }
+            (OtelKind::Internal, other.as_str())
+        }
     };
     out.push(KeyValue::new("promptforge.kind", span.kind().as_str()));
     if let Some(unit) = span.unit() {
@@ -511,22 +604,16 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
             i64::try_from(line).unwrap_or(i64::MAX),
         ));
     }
-    if let Some(origin) = span
-        .kind()
-        .eq(&SpanKind::Run)
-        .then(|| text("origin"))
-        .flatten()
-    {
-        out.push(KeyValue::new(semconv::CODE_FILE_PATH, origin.to_owned()));
-    }
-    scalar_attrs(span, attrs, content, &mut out);
-    let status = match span.status() {
-        SpanStatus::Error => Status::error(
-            span.error()
-                .map(|(kind, message)| format!("{kind}: {message}"))
-                .unwrap_or_default(),
-        ),
-        SpanStatus::Cancelled => Status::error("cancelled"),
+    other_attrs(span.kind(), attrs, content, &mut out);
+    // The error's kind is core's fixed vocabulary; its message may quote anything the run
+    // saw (a Lua error's text, a path, a tool's failure), so it is content.
+    let status = match (span.status(), span.error()) {
+        (SpanStatus::Error, Some((kind, message))) if content => {
+            Status::error(format!("{kind}: {message}"))
+        }
+        (SpanStatus::Error, Some((kind, _))) => Status::error(kind.to_owned()),
+        (SpanStatus::Error, None) => Status::error(""),
+        (SpanStatus::Cancelled, _) => Status::error("cancelled"),
         _ => Status::Unset,
     };
     if let Some((kind, _)) = span.error() {
@@ -545,7 +632,7 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
         }),
         parent_span_is_remote: false,
         span_kind: kind,
-        name: Cow::Owned(name),
+        name: Cow::Borrowed(name),
         start_time: span.start_time(),
         end_time: span.end_time().unwrap_or_else(|| span.start_time()),
         attributes: out,
@@ -557,36 +644,12 @@ pub fn to_span_data(span: &Span, content: bool, scope: &InstrumentationScope) ->
     }
 }
 
-/// The other attributes as `promptforge.*`: scalars always, texts that hold prompt or
-/// model content only with content capture.
-fn scalar_attrs(span: &Span, attrs: &Map<String, Json>, content: bool, out: &mut Vec<KeyValue>) {
-    const CONTENT: [&str; 10] = [
-        "input", "result", "reply", "returned", "item", "content", "old", "new", "message", "store",
-    ];
-    const HANDLED: [&str; 13] = [
-        "model",
-        "request",
-        "response_model",
-        "response_id",
-        "finish_reason",
-        "usage",
-        "first_byte_us",
-        "gateway",
-        "turn",
-        "infer",
-        "call_id",
-        "alias",
-        "arguments",
-    ];
+/// The attributes [`to_span_data`] does not map, as `promptforge.{key}`: those
+/// [`exported_by_default`] always, every other one only with content capture (objects and
+/// arrays as JSON text).
+fn other_attrs(kind: SpanKind, attrs: &Map<String, Json>, content: bool, out: &mut Vec<KeyValue>) {
     for (key, value) in attrs {
-        if HANDLED.contains(&key.as_str())
-            || (span.kind() == SpanKind::ToolCall && (key == "source" || key == "tool"))
-            || (span.kind() == SpanKind::Run && (key == "execution" || key == "prompt"))
-        {
-            continue;
-        }
-        let is_content = CONTENT.contains(&key.as_str());
-        if is_content && !content {
+        if mapped(kind, key) || !(content || exported_by_default(kind, key)) {
             continue;
         }
         let name = format!("promptforge.{key}");
@@ -598,8 +661,7 @@ fn scalar_attrs(span: &Span, attrs: &Map<String, Json>, content: bool, out: &mut
                 None => out.push(KeyValue::new(name, n.as_f64().unwrap_or(0.0))),
             },
             Json::Null => {}
-            other if is_content => out.push(KeyValue::new(name, other.to_string())),
-            _ => {}
+            other => out.push(KeyValue::new(name, other.to_string())),
         }
     }
 }

@@ -16,7 +16,11 @@
 //! a task on the main runtime exports them in batches through `opentelemetry-otlp`
 //! (HTTP, protobuf bodies), so a slow or absent collector never slows a request. A full
 //! queue drops the request's spans and counts them (logged at shutdown). No header value,
-//! key or message content is ever exported.
+//! key or message content is ever exported, nor any error message (a refusal quotes the
+//! request, an upstream's error may echo the prompt): a failed span carries its error code
+//! as `error.type` and status description. Span names are fixed (`gateway.*`); the
+//! upstream's `model` is exported only when shaped like a model id
+//! ([`spans::MAX_MODEL_ID_BYTES`]).
 
 pub(crate) mod spans;
 pub(crate) mod traceparent;

@@ -78,10 +78,14 @@ impl Open {
         self.end.is_some()
     }
 
-    fn fail(&mut self, error_type: &str, message: &str) {
+    /// Ends the span in error: `error_type` is a code or label (the gateway's vocabulary, or
+    /// a status number) and `description` fixed text. Error messages never go in: they
+    /// can quote the request (a refused role, a tool name) or the upstream's answer (which
+    /// may echo the prompt).
+    fn fail(&mut self, error_type: &str, description: &'static str) {
         self.attrs
             .push(KeyValue::new(names::ERROR_TYPE, error_type.to_owned()));
-        self.status = Status::error(message.to_owned());
+        self.status = Status::error(description);
     }
 }
 
@@ -175,6 +179,20 @@ impl Drop for Recording {
     }
 }
 
+/// The longest upstream `model` recorded as `gen_ai.response.model`.
+pub(crate) const MAX_MODEL_ID_BYTES: usize = 128;
+
+/// Whether the upstream's `model` is shaped like a model id (at most
+/// [`MAX_MODEL_ID_BYTES`] of ASCII letters, digits and `-_.:/@+`): the upstream writes
+/// it, so anything else (text, markup) is not exported.
+fn is_model_id(model: &str) -> bool {
+    !model.is_empty()
+        && model.len() <= MAX_MODEL_ID_BYTES
+        && model
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@+".contains(&b))
+}
+
 /// `elapsed` before `now` (`now` itself if the clock cannot go back that far).
 fn before(now: SystemTime, elapsed: Duration) -> SystemTime {
     now.checked_sub(elapsed).unwrap_or(now)
@@ -237,14 +255,14 @@ impl Spans {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Validation ran from `start` until now; `refused` is its refusal (error code and
-    /// message).
-    pub(crate) fn validated(&self, start: SystemTime, refused: Option<(&str, &str)>) {
+    /// Validation ran from `start` until now; `refused` is its refusal's error code (its
+    /// message, which quotes the request, is not recorded).
+    pub(crate) fn validated(&self, start: SystemTime, refused: Option<&'static str>) {
         self.with(|r| {
             let mut span = r.child(r.request.id, "gateway.validate", start);
             span.end = Some(SystemTime::now());
-            if let Some((code, message)) = refused {
-                span.fail(code, message);
+            if let Some(code) = refused {
+                span.fail(code, code);
             }
             r.done.push(span);
         });
@@ -359,13 +377,13 @@ impl Spans {
         self.with(|r| {
             let label = failure.kind.label();
             if let Some(upstream) = &mut r.upstream {
-                upstream.fail(label, &failure.message);
+                upstream.fail(label, label);
             }
             if let Some(attempt) = &mut r.attempt {
                 attempt
                     .attrs
                     .retain(|kv| kv.key.as_str() != "promptforge.outcome");
-                attempt.fail(label, &failure.message);
+                attempt.fail(label, label);
             }
         });
     }
@@ -415,14 +433,14 @@ impl Spans {
         });
     }
 
-    /// What the upstream's answer said: its `model` and `usage` (`prompt_tokens`,
-    /// `completion_tokens`).
+    /// What the upstream's answer said: its `model` (recorded when shaped like a model id,
+    /// [`is_model_id`]) and `usage` (`prompt_tokens`, `completion_tokens`).
     pub(crate) fn answer(&self, model: Option<&str>, usage: Option<&Value>) {
         self.with(|r| {
             let Some(span) = &mut r.upstream else {
                 return;
             };
-            if let Some(model) = model {
+            if let Some(model) = model.filter(|m| is_model_id(m)) {
                 span.attrs
                     .push(KeyValue::new(names::RESPONSE_MODEL, model.to_owned()));
             }

@@ -248,7 +248,8 @@ impl ApiError {
         self.code.as_str()
     }
 
-    /// The message.
+    /// The message (the envelope carries it; only tests read it alone).
+    #[cfg(test)]
     pub(crate) fn message(&self) -> &str {
         &self.message
     }

@@ -303,9 +303,7 @@ async fn without_traceparent_a_trace_starts_and_unsampled_or_unauthenticated_rec
     assert_eq!(spans.len(), 2, "{spans:#?}");
     let validate = &named["gateway.validate"][0];
     assert_eq!(text(validate, "error.type"), "invalid_request");
-    assert!(
-        matches!(&validate.status, Status::Error { description } if description.contains("messages"))
-    );
+    assert_eq!(validate.status, Status::error("invalid_request"));
     let request = &named["gateway.request"][0];
     assert_eq!(int(request, "http.response.status_code"), 400);
     assert_eq!(text(request, "error.type"), "400");
@@ -369,3 +367,71 @@ async fn a_local_model_names_the_child_that_served_it() {
 
 /// The stand-in `llama-server` the process tests use (`tests/stand-in-llama-server.py`).
 const STAND_IN: &str = include_str!("../../tests/stand-in-llama-server.py");
+
+/// Every string a span exports: name, attribute keys and values, status description.
+fn strings(span: &SpanData) -> Vec<String> {
+    let mut out = vec![span.name.to_string()];
+    for kv in &span.attributes {
+        out.push(kv.key.to_string());
+        out.push(kv.value.to_string());
+    }
+    if let Status::Error { description } = &span.status {
+        out.push(description.to_string());
+    }
+    out
+}
+
+#[tokio::test]
+async fn what_a_request_or_an_upstream_says_is_never_exported() {
+    let upstream = Upstream::start().await;
+    // An upstream whose error echoes the prompt, and one whose `model` is text.
+    upstream.script(
+        "up-fast",
+        Reply::Json(
+            400,
+            json!({"error": {"message": "PFLEAK_ECHO your prompt was: PFLEAK_CONTENT"}}),
+        ),
+    );
+    upstream.script(
+        "up-chat",
+        Reply::Json(200, chat_reply("PFLEAK model <b>", "PFLEAK_REPLY")),
+    );
+    let (gw, captured) = traced(&standard_dir(&upstream, "")).await;
+    let parent = format!("00-{TRACE}-{CALLER}-01");
+    // Refusals quoting the request: a role and a tool choice.
+    for body in [
+        json!({"model": "fast-draft", "messages": [{"role": "PFLEAK_ROLE", "content": "x"}]}),
+        json!({"model": "fast-draft", "messages": [{"role": "user", "content": "x"}],
+               "tool_choice": "PFLEAK_CHOICE"}),
+    ] {
+        assert_eq!(post_traced(&gw, Some(&parent), &body).await, 400);
+    }
+    let content = json!([{"role": "user", "content": "PFLEAK_CONTENT"}]);
+    let rejected = json!({"model": "fast-draft", "messages": content});
+    assert_ne!(post_traced(&gw, Some(&parent), &rejected).await, 200);
+    let answered = json!({"model": "reasoning-large", "messages": content});
+    assert_eq!(post_traced(&gw, Some(&parent), &answered).await, 200);
+    // Two refusals (request, validate), the rejection and the answer (request, validate,
+    // attempt, upstream each).
+    let spans = captured.trace(TraceId::from_hex(TRACE).unwrap(), 12).await;
+    for span in &spans {
+        for text in strings(span) {
+            assert!(!text.contains("PFLEAK"), "{} exports `{text}`", span.name);
+        }
+    }
+    let named = by_name(&spans);
+    let calls = &named["gateway.upstream"];
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    let failed = calls
+        .iter()
+        .find(|c| attr(c, "error.type").is_some())
+        .unwrap();
+    assert_eq!(text(failed, "error.type"), "upstream_rejected");
+    assert_eq!(failed.status, Status::error("upstream_rejected"));
+    let answer = calls
+        .iter()
+        .find(|c| attr(c, "error.type").is_none())
+        .unwrap();
+    assert_eq!(attr(answer, "gen_ai.response.model"), None);
+    assert_eq!(text(answer, "gen_ai.request.model"), "up-chat");
+}

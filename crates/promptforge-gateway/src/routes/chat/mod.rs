@@ -180,11 +180,7 @@ async fn chat(
     let started = trace.spans().map(|_| SystemTime::now());
     let checked = check(&plan, body);
     if let (Some(spans), Some(started)) = (trace.spans(), started) {
-        let refused = checked
-            .as_ref()
-            .err()
-            .map(|err| (err.code(), err.message()));
-        spans.validated(started, refused);
+        spans.validated(started, checked.as_ref().err().map(ApiError::code));
     }
     let Checked {
         model,
