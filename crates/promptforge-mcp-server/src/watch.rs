@@ -20,6 +20,12 @@ pub const EVENT_BUFFER: usize = 1024;
 /// While the watch is lost, how often a window is settled to register it again.
 pub const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The longest a window stays open, in `watch_debounce` periods from its first event: a
+/// window settles after `watch_debounce` without events, or at the latest this many periods
+/// after it opened, so files saved without pause (a generator, an editor's autosave loop)
+/// still reach the catalog (5 s at the default 500 ms).
+pub const MAX_WINDOW_PERIODS: u32 = 10;
+
 /// What one settled window did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reloaded {
@@ -226,9 +232,11 @@ impl Watcher {
                 } else if rx.recv().await.is_none() {
                     return;
                 }
-                // The window restarts on every event.
+                // Each event restarts the quiet period, within the window's hard limit.
+                let limit = tokio::time::Instant::now() + debounce * MAX_WINDOW_PERIODS;
                 loop {
-                    match tokio::time::timeout(debounce, rx.recv()).await {
+                    let quiet = (tokio::time::Instant::now() + debounce).min(limit);
+                    match tokio::time::timeout_at(quiet, rx.recv()).await {
                         Ok(Some(())) => {}
                         Ok(None) => return,
                         Err(_) => break,

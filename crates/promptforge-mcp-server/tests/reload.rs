@@ -160,6 +160,39 @@ async fn a_directory_moved_away_and_back_within_one_window_is_watched_again() {
     watcher.stop();
 }
 
+/// Saves that never pause (every 20 ms, against a 100 ms `watch_debounce`) would restart a
+/// window forever; the window's hard limit (`MAX_WINDOW_PERIODS`) settles it anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_saved_without_pause_still_reach_the_catalog() {
+    let (dir, _upstream, config, shared) = booted(true).await;
+    let watcher = Watcher::start(config.clone(), Arc::clone(&shared)).unwrap();
+    let busy = dir.path().join("prompts/busy.md");
+    let saving = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let saver = {
+        let saving = Arc::clone(&saving);
+        let busy = busy.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while saving.load(std::sync::atomic::Ordering::Acquire) {
+                n += 1;
+                std::fs::write(
+                    &busy,
+                    prompt("busy", "Saved again and again", &format!("return {n}")),
+                )
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    eventually("a reload while saves never paused", || {
+        names(&shared).contains(&"busy".to_owned())
+    })
+    .await;
+    saving.store(false, std::sync::atomic::Ordering::Release);
+    saver.await.unwrap();
+    watcher.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_watch_is_registered_again_and_nothing_publishes_after_shutdown() {
     let (dir, _upstream, config, shared) = booted(true).await;
