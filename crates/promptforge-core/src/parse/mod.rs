@@ -18,7 +18,9 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 pub use check::{Diagnostic, MAX_DIAGNOSTICS, check};
 pub use error::{ParseError, ParseErrorKind};
-pub use frontmatter::{FileDeclaration, Frontmatter, SUPPORTED_MAJOR, promptforge_version};
+pub use frontmatter::{
+    FileDeclaration, Frontmatter, MAX_FRONTMATTER_DEPTH, SUPPORTED_MAJOR, promptforge_version,
+};
 pub use outline::{
     FRONTMATTER_FIELDS, FieldDoc, FrontmatterEntry, FrontmatterOutline, LuaBlock, Outline,
     OutlineHeading, OutlineSection, Owner, Placeholder, Resolution, Scope, normalized, outline,
