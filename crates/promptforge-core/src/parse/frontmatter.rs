@@ -94,6 +94,22 @@ impl Frontmatter {
     }
 }
 
+impl Frontmatter {
+    /// A minimal valid frontmatter, standing in for one in error while `check` reads on.
+    pub(crate) fn stand_in() -> Self {
+        Self {
+            name: "check".to_owned(),
+            description: "check".to_owned(),
+            promptforge: SUPPORTED_MAJOR,
+            version: None,
+            max_tool_iterations: NonZeroU32::MIN.saturating_add(DEFAULT_MAX_TOOL_ITERATIONS - 1),
+            input: None,
+            output: None,
+            default_return: None,
+        }
+    }
+}
+
 /// The frontmatter as written: each value with where it is, so an error can point at it.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
