@@ -65,7 +65,11 @@ impl Report {
                     let _ = writeln!(
                         out,
                         "{}:{}:{}: error[{}]: {}",
-                        p.file, p.line, p.column, p.kind, p.message
+                        one_line(&p.file),
+                        p.line,
+                        p.column,
+                        p.kind,
+                        one_line(&p.message)
                     );
                 }
                 let noun = if self.checked == 1 {
@@ -107,6 +111,12 @@ impl Report {
             }
         }
     }
+}
+
+/// `text` for one report line, uncut: a file name or a message quoting the prompt's own text
+/// (a heading, say) cannot break the line or reorder it with bidirectional controls.
+fn one_line(text: &str) -> String {
+    promptforge_core::error::quote_text(text, usize::MAX, false)
 }
 
 /// Checks every prompt under `paths` (the current directory when empty).

@@ -246,22 +246,11 @@ fn report(message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "error: {}", shorten(message));
 }
 
-/// Caps a message at [`MAX_ERROR_BYTES`] and escapes control characters other than newline
-/// and tab.
+/// Caps a message at [`MAX_ERROR_BYTES`] and escapes what could forge or reorder a console
+/// line (controls other than newline and tab, bidirectional formatting characters, U+2028,
+/// U+2029), as `promptforge check` does: [`promptforge_core::error::quote_text`].
 fn shorten(message: &str) -> String {
-    let mut out = String::new();
-    for c in message.chars() {
-        if out.len() >= MAX_ERROR_BYTES {
-            out.push_str(&format!("… ({} bytes in all)", message.len()));
-            break;
-        }
-        match c {
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
+    promptforge_core::error::quote_text(message, MAX_ERROR_BYTES, true)
 }
 
 /// Listens for Ctrl-C on a thread of its own (so a busy runtime cannot delay it): the first

@@ -205,3 +205,24 @@ fn a_prompt_with_a_broken_frontmatter_is_checked_not_skipped() {
         "{stdout}"
     );
 }
+
+#[test]
+fn bidi_and_line_separators_in_a_problem_are_escaped_in_the_text_report() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "bidi.md",
+        &format!("{HEAD}# T\n\n## A\u{202e}B\u{2028}C\n\n## A\u{202e}B\u{2028}C\n"),
+    );
+    let output = check_in(dir.path(), &["bidi.md"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        stdout.lines().next(),
+        Some(
+            "bidi.md:11:1: error[duplicate_section]: duplicate sibling section `## A\\u{202e}B\\u{2028}C` on lines 9 and 11; sibling names must be unique"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(['\u{202e}', '\u{2028}']), "{stdout}");
+}

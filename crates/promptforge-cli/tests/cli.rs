@@ -105,6 +105,33 @@ fn run_errors_go_to_stderr_with_an_empty_stdout() {
 }
 
 #[test]
+fn the_result_stays_byte_exact_while_stderr_escapes_bidi_and_line_separators() {
+    // A run's text (here its input; a model reply takes the same paths) holding a
+    // right-to-left override, a line separator, NEL and CR.
+    let forged = "x\u{202e}gnp.exe\u{2028}[dev-1] run ok\u{85}\rend";
+    // The result on stdout is data: byte for byte what the prompt returned.
+    let output = promptforge(&["run", "prompts/echo.md", forged], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), forged);
+    // An error quoting it is a console line on stderr: escaped, as `check` escapes.
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_prompt(
+        dir.path(),
+        "fails.md",
+        "---\nname: f\ndescription: d\npromptforge: 1\n---\n\n# F\n\n## Main\n\n```lua\nerror(\"bad input: \" .. args)\n```\n",
+    );
+    let output = promptforge(&["run", &file, forged], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout(&output), "");
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "error: in section '## Main': {file}:12: bad input: x\\u{{202e}}gnp.exe\\u{{2028}}[dev-1] run ok\\u{{85}}\\rend\n"
+        )
+    );
+}
+
+#[test]
 fn prose_without_a_model_is_a_clear_error() {
     let output = promptforge(&["run", "prompts/hello.md"], &[]);
     assert_eq!(output.status.code(), Some(1));

@@ -7,9 +7,49 @@ use crate::client::CompletionError;
 use crate::store::StoreError;
 use crate::tools::ToolError;
 
-/// Renders untrusted text for an error message: control characters escaped (newlines and
-/// tabs kept when `multiline`), and cut at about `max` bytes with a note of the full size.
-pub(crate) fn quote_text(text: &str, max: usize, multiline: bool) -> String {
+/// Whether `c` is escaped wherever untrusted text (a model reply, a tool result, a prompt's
+/// own text) reaches a console line, a diagnostic or an error message: the C0 and C1
+/// controls (CR, LF, TAB, ESC and NEL U+0085 among them) and DEL, the bidirectional
+/// formatting characters (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+/// the line and paragraph separators (U+2028, U+2029). Raw, each could start a line that
+/// looks like the tool's own, or reorder what the reader sees.
+pub fn is_console_escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Appends `c` to `out`, written as `\t`, `\n`, `\r` or `\u{…}` (its code point in hex)
+/// when [`is_console_escaped`] holds, as itself otherwise.
+pub fn push_console_escaped(out: &mut String, c: char) {
+    match c {
+        '\t' => out.push_str("\\t"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        c if is_console_escaped(c) => out.extend(c.escape_unicode()),
+        c => out.push(c),
+    }
+}
+
+/// Renders untrusted text for a console line or an error message: every character
+/// [`is_console_escaped`] names is escaped (newlines and tabs kept when `multiline`), and
+/// the text is cut at about `max` bytes with a note of the full size.
+///
+/// ```
+/// use promptforge_core::error::quote_text;
+/// assert_eq!(quote_text("a\u{202e}b\u{2028}c\r", 100, false), "a\\u{202e}b\\u{2028}c\\r");
+/// assert_eq!(quote_text("two\nlines", 100, true), "two\nlines");
+/// assert_eq!(quote_text("abcdef", 3, false), "abc… (6 bytes in all)");
+/// ```
+pub fn quote_text(text: &str, max: usize, multiline: bool) -> String {
     let mut out = String::with_capacity(text.len().min(max) + 16);
     for c in text.chars() {
         if out.len() >= max {
@@ -18,8 +58,7 @@ pub(crate) fn quote_text(text: &str, max: usize, multiline: bool) -> String {
         }
         match c {
             '\n' | '\t' if multiline => out.push(c),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
+            c => push_console_escaped(&mut out, c),
         }
     }
     out

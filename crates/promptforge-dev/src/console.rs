@@ -3,6 +3,8 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use promptforge_core::error::push_console_escaped;
+
 /// The longest record printed, in characters; longer ones end in `…`.
 pub const MAX_LINE_CHARS: usize = 4096;
 
@@ -31,8 +33,9 @@ impl Console {
         }
     }
 
-    /// Prints one diagnostic line: control characters are escaped so a record stays one
-    /// line, and it is cut at [`MAX_LINE_CHARS`].
+    /// Prints one diagnostic line: control, bidirectional and line-separator characters are
+    /// escaped (see [`one_line`]) so a record stays one line that reads as written, and it
+    /// is cut at [`MAX_LINE_CHARS`].
     pub fn line(&self, text: &str) {
         let line = one_line(text);
         let mut err = match self.err.lock() {
@@ -44,8 +47,10 @@ impl Console {
     }
 }
 
-/// `text` with control characters escaped (`\n`, `\t`, `\u{…}`) and cut to
-/// [`MAX_LINE_CHARS`].
+/// `text` as one console line: every character
+/// [`promptforge_core::error::is_console_escaped`] names (controls, bidirectional formatting
+/// characters, U+2028 and U+2029) escaped as `\n`, `\t`, `\r` or `\u{…}`, so model text
+/// cannot start a line that looks like the runner's own; cut to [`MAX_LINE_CHARS`].
 pub fn one_line(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(MAX_LINE_CHARS));
     for (count, c) in text.chars().enumerate() {
@@ -53,13 +58,7 @@ pub fn one_line(text: &str) -> String {
             out.push('…');
             break;
         }
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
-        }
+        push_console_escaped(&mut out, c);
     }
     out
 }
@@ -71,6 +70,11 @@ mod tests {
     #[test]
     fn lines_stay_single_and_bounded() {
         assert_eq!(one_line("a\nb\tc\u{1b}"), "a\\nb\\tc\\u{1b}");
+        // Bidirectional overrides and line separators cannot forge or reorder a line.
+        assert_eq!(
+            one_line("ok\u{202e}txt.exe\u{2028}[dev-1] done\u{85}\u{2066}\r"),
+            "ok\\u{202e}txt.exe\\u{2028}[dev-1] done\\u{85}\\u{2066}\\r"
+        );
         let long = "x".repeat(MAX_LINE_CHARS + 10);
         let cut = one_line(&long);
         assert_eq!(cut.chars().count(), MAX_LINE_CHARS + 1);

@@ -8,7 +8,10 @@
 //! server's [`Hub`]; its spans stream to every open page as server-sent events as they
 //! start and end, and the pages fetch whole documents from `api/runs/<n>`.
 //!
-//! Bounds: the last [`MAX_RUNS`] runs are kept (older ones are forgotten), each run's trace
+//! Bounds: at most [`UiLimits::max_connections`] connections are served at once (one over
+//! the cap is closed as soon as it is accepted), a connection that has not sent a whole
+//! request head within [`UiLimits::header_read_timeout`] (from its accept, or from its
+//! previous response when idle between requests) is closed, the last [`MAX_RUNS`] runs are kept (older ones are forgotten), each run's trace
 //! is bounded by core's `TraceLimits`, at most [`MAX_STREAMS`] event streams are open at
 //! once, and a page that falls more than [`EVENT_BACKLOG`] events behind is told to reload
 //! (`resync`) instead of holding the run back.
@@ -16,6 +19,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -24,11 +28,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use futures::stream::Stream;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use promptforge_core::trace::{Span, SpanListener, SpanStatus, Tracer};
 use rand::Rng;
 use serde_json::{Value as Json, json};
 use subtle::ConstantTimeEq;
 use tokio::sync::{Semaphore, broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
 
 /// Runs kept for the viewer; older ones are forgotten.
 pub const MAX_RUNS: usize = 20;
@@ -38,6 +46,34 @@ pub const MAX_STREAMS: usize = 16;
 
 /// Events a page may fall behind before it is told to reload.
 pub const EVENT_BACKLOG: usize = 8192;
+
+/// The default of [`UiLimits::max_connections`].
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The default of [`UiLimits::header_read_timeout`].
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The viewer server's connection bounds: a connection cap and a header-read timeout, so
+/// idle and slow-header (slowloris) connections cannot pile up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UiLimits {
+    /// Connections served at once ([`MAX_CONNECTIONS`] by default); one more is closed as
+    /// soon as it is accepted. Open event streams count, so keep it above [`MAX_STREAMS`].
+    pub max_connections: usize,
+    /// How long a connection may take to send a whole request head, counted from its
+    /// accept and, between requests, from its previous response ([`HEADER_READ_TIMEOUT`]
+    /// by default); then it is closed.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for UiLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS,
+            header_read_timeout: HEADER_READ_TIMEOUT,
+        }
+    }
+}
 
 /// One run the viewer lists.
 struct Entry {
@@ -193,8 +229,14 @@ struct App {
 }
 
 impl UiServer {
-    /// Binds `127.0.0.1:0` and serves the viewer on a task of the current runtime.
+    /// Binds `127.0.0.1:0` and serves the viewer on a task of the current runtime, with the
+    /// default [`UiLimits`].
     pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(UiLimits::default()).await
+    }
+
+    /// [`UiServer::start`] with the connection bounds `limits`.
+    pub async fn start_with(limits: UiLimits) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let token = format!("{:032x}", rand::rng().random::<u128>());
@@ -211,11 +253,12 @@ impl UiServer {
         let router = router(app);
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
+            let closing = CancellationToken::new();
+            tokio::select! {
+                () = accept_loop(listener, router, limits, closing.clone()) => {}
+                _ = stopped => {}
+            }
+            closing.cancel();
         });
         Ok(Self {
             url: format!("http://{address}/{token}/"),
@@ -234,6 +277,51 @@ impl UiServer {
         &self.hub
     }
 }
+
+/// Accepts connections and serves each on a task of its own under `limits` (axum's `serve`
+/// has neither bound, so hyper's HTTP/1.1 connection builder serves them). Once `closing`
+/// is cancelled (the server stopped), every connection is closed, open event streams too.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: UiLimits,
+    closing: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors and the like: the listener itself is fine, so back off
+            // briefly instead of spinning.
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        // Over the cap: closed at once (dropping the stream closes it).
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            continue;
+        };
+        let (router, closing) = (router.clone(), closing.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                router.clone().oneshot(request.map(axum::body::Body::new))
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                () = closing.cancelled() => {}
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// How long the accept loop waits after a failed accept (out of descriptors, say).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 fn router(app: App) -> Router {
     Router::new()
@@ -443,6 +531,87 @@ mod tests {
         let events = get(format!("{url}api/events")).await.unwrap();
         assert_eq!(events.status(), 200);
         assert_eq!(events.headers()["content-type"], "text/event-stream");
+    }
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// Only keeps a regression from hanging the suite: a bounded server closes the
+    /// connections below at once or after a fraction of a second.
+    const HANG_GUARD: Duration = Duration::from_secs(60);
+
+    fn address_of(server: &UiServer) -> String {
+        let rest = server.url().trim_start_matches("http://");
+        rest.split('/').next().unwrap().to_owned()
+    }
+
+    /// Everything the server sends until it closes the connection (a reset counts as a
+    /// close); `None` when it is still open after [`HANG_GUARD`].
+    async fn until_closed(stream: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut answer)).await;
+        read.is_ok().then_some(answer)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_and_slowloris_connections_are_closed_after_the_header_read_timeout() {
+        let server = UiServer::start_with(UiLimits {
+            max_connections: 4,
+            header_read_timeout: Duration::from_millis(200),
+        })
+        .await
+        .unwrap();
+        let address = address_of(&server);
+        // A head that never ends.
+        let mut slow = TcpStream::connect(&address).await.unwrap();
+        slow.write_all(format!("GET / HTTP/1.1\r\nHost: {address}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = until_closed(&mut slow).await;
+        let answer = answer.expect("a half-sent request head is closed");
+        assert!(!String::from_utf8_lossy(&answer).contains(" 200 "));
+        // A connection that sends nothing at all.
+        let mut idle = TcpStream::connect(&address).await.unwrap();
+        assert!(
+            until_closed(&mut idle).await.is_some(),
+            "an idle connection is closed"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connections_over_the_cap_are_closed_while_a_good_request_is_served() {
+        let server = UiServer::start_with(UiLimits {
+            max_connections: 3,
+            header_read_timeout: Duration::from_secs(600),
+        })
+        .await
+        .unwrap();
+        let address = address_of(&server);
+        // Two connections that hold their place without sending anything; the kernel hands
+        // connections to the accept loop in order, so these two are admitted first.
+        let _held: Vec<TcpStream> = vec![
+            TcpStream::connect(&address).await.unwrap(),
+            TcpStream::connect(&address).await.unwrap(),
+        ];
+        // The third, a real page load, is served (its connection stays in the pool).
+        let client = reqwest::Client::new();
+        let page = client.get(server.url()).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        assert!(page.text().await.unwrap().contains("\"mode\":\"live\""));
+        // The fourth is over the cap: closed unanswered, though it sends a whole request.
+        let mut over = TcpStream::connect(&address).await.unwrap();
+        let path = server
+            .url()
+            .trim_start_matches("http://")
+            .trim_start_matches(&address);
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n");
+        let _ = over.write_all(request.as_bytes()).await;
+        let answer = until_closed(&mut over).await;
+        assert_eq!(
+            answer.as_deref(),
+            Some(&[][..]),
+            "over the cap: no answer, closed"
+        );
     }
 
     #[test]

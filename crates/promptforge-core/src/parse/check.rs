@@ -2,18 +2,18 @@
 //! `promptforge check`.
 //!
 //! The parser stops at its first error, which is right for running a prompt. For an editor
-//! or a CI annotator, [`check`] goes on where it can, by error recovery through erasure: the
-//! text an error points at (a heading, a fence, a placeholder) is blanked out, keeping every
-//! newline where it was, and the file is parsed again. A frontmatter error is recovered by
-//! standing in a minimal valid header of the same line count, so the body is still checked.
-//! Recovery stops at an error without a location, when nothing more can be erased, after
-//! [`MAX_DIAGNOSTICS`], or when an erasure would not make progress; each pass is linear in
-//! the file, so the whole check is too.
+//! or a CI annotator, [`check`] goes on where it can, in the same single pass: each problem
+//! it can recover from is recorded and the parse goes on as if the text the problem points
+//! at (a heading, a fence, a placeholder) were erased. A heading in error is left out of the
+//! section tree (its content stays in the region before it), a fence in error is left out of
+//! its region, a malformed placeholder out of its prose; a frontmatter error is recovered
+//! with a minimal stand-in frontmatter, so the body is still checked. The Markdown is read
+//! once and each byte of prose is scanned once, so the check is linear in the file,
+//! whatever its errors. It stops at an error without a location or one nothing can be
+//! recovered from (no frontmatter, no title), and after [`MAX_DIAGNOSTICS`].
 
-use std::ops::Range;
-
-use super::error::{ParseError, ParseErrorKind};
-use super::frontmatter;
+use super::error::ParseError;
+use super::lines::Lines;
 
 /// At most this many diagnostics are reported for one file.
 pub const MAX_DIAGNOSTICS: usize = 50;
@@ -54,110 +54,108 @@ impl Diagnostic {
 /// ```
 pub fn check(origin: &str, source: &str) -> Vec<Diagnostic> {
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
-    let mut text = source.replace("\r\n", "\n");
-    let mut found: Vec<Diagnostic> = Vec::new();
-    let mut header_replaced = false;
-    while found.len() < MAX_DIAGNOSTICS {
-        let Err(error) = super::parse(origin, &text) else {
-            break;
-        };
-        let column = column_of(&text, &error);
-        let recovered = if is_frontmatter_problem(error.kind()) {
-            !header_replaced && {
-                header_replaced = true;
-                replace_header(&mut text)
-            }
-        } else if matches!(
-            error.kind(),
-            ParseErrorKind::MissingTitle | ParseErrorKind::MissingFrontmatter
-        ) {
-            // Without a frontmatter or a title there is no structure to check further.
-            false
-        } else {
-            error.span().is_some_and(|span| erase(&mut text, span))
-        };
-        found.push(Diagnostic { error, column });
-        if !recovered {
-            break;
-        }
-    }
-    found
+    let text = source.replace("\r\n", "\n");
+    let mut recovery = Recovery {
+        found: Vec::new(),
+        room: MAX_DIAGNOSTICS - 1,
+    };
+    let last = super::parse_with(origin, &text, &mut recovery).err();
+    let lines = Lines::new(&text);
+    recovery
+        .found
+        .into_iter()
+        .chain(last)
+        .map(|error| Diagnostic {
+            column: column_of(&text, &lines, &error),
+            error: error.with_origin(origin),
+        })
+        .collect()
 }
 
-/// Whether the problem is in the frontmatter (recovered by a stand-in header).
-fn is_frontmatter_problem(kind: ParseErrorKind) -> bool {
-    matches!(
-        kind,
-        ParseErrorKind::InvalidFrontmatter
-            | ParseErrorKind::MissingField
-            | ParseErrorKind::UnknownField
-            | ParseErrorKind::InvalidField
-            | ParseErrorKind::UnsupportedVersion
-    )
+/// What a parse does with the problems it finds: [`Recovery::none`] (the parser) stops at
+/// the first; [`check`] records up to [`MAX_DIAGNOSTICS`] and goes on past each.
+pub(crate) struct Recovery {
+    found: Vec<ParseError>,
+    /// How many problems may be recorded before the next one ends the parse.
+    room: usize,
+}
+
+impl Recovery {
+    /// Recovers from nothing: the first problem ends the parse.
+    pub(crate) fn none() -> Self {
+        Self {
+            found: Vec::new(),
+            room: 0,
+        }
+    }
+
+    /// Records `error` when there is room, and the caller goes on as if the text it points
+    /// at were erased; otherwise returns it, ending the parse with it.
+    pub(crate) fn recover(&mut self, error: ParseError) -> Result<(), ParseError> {
+        if self.found.len() < self.room {
+            self.found.push(error);
+            Ok(())
+        } else {
+            Err(error)
+        }
+    }
 }
 
 /// The column of the error's span start, when the span starts on the error's line.
-fn column_of(text: &str, error: &ParseError) -> Option<usize> {
+fn column_of(text: &str, lines: &Lines, error: &ParseError) -> Option<usize> {
     let line = error.line()?;
     let Some(span) = error.span() else {
         return Some(1);
     };
     let start = span.start.min(text.len());
-    if !text.is_char_boundary(start) {
+    let Some(line_start) = lines.start_of(line) else {
+        return Some(1);
+    };
+    if !text.is_char_boundary(start) || lines.line_of(start) != line {
         return Some(1);
     }
-    let before = &text[..start];
-    if before.matches('\n').count() + 1 != line {
-        return Some(1);
-    }
-    let line_start = before.rfind('\n').map_or(0, |at| at + 1);
-    Some(before[line_start..].chars().count() + 1)
+    Some(text[line_start..start].chars().count() + 1)
 }
 
-/// Blanks out `span` (every character but newlines becomes a space); `false` when there is
-/// nothing to erase, so recovery cannot make progress.
-fn erase(text: &mut String, span: Range<usize>) -> bool {
-    let end = span.end.min(text.len());
-    let start = span.start.min(end);
-    if !text.is_char_boundary(start) || !text.is_char_boundary(end) {
-        return false;
-    }
-    let erased = &text[start..end];
-    if erased.chars().all(char::is_whitespace) {
-        return false;
-    }
-    let blank: String = erased
-        .chars()
-        .map(|c| if c == '\n' { '\n' } else { ' ' })
-        .collect();
-    text.replace_range(start..end, &blank);
-    true
-}
+/// Counts of the work a parse does, for the tests that prove [`check`] linear.
+#[cfg(test)]
+pub(super) mod work {
+    use std::cell::Cell;
 
-/// Replaces the frontmatter's YAML with a minimal valid header of the same line count;
-/// `false` when the frontmatter has too few lines to hold one.
-fn replace_header(text: &mut String) -> bool {
-    let Some(split) = frontmatter::split(text) else {
-        return false;
-    };
-    // The YAML starts on the line after the opening `---`.
-    let Some(start) = text.find('\n').map(|at| at + 1) else {
-        return false;
-    };
-    let end = start + split.yaml.len();
-    let lines = split.yaml.matches('\n').count();
-    const HEADER: &str = "name: check\ndescription: check\npromptforge: 1\n";
-    if lines < HEADER.matches('\n').count() {
-        return false;
+    thread_local! {
+        static PARSES: Cell<usize> = const { Cell::new(0) };
+        static MARKDOWN_PASSES: Cell<usize> = const { Cell::new(0) };
+        static TEMPLATE_BYTES: Cell<usize> = const { Cell::new(0) };
     }
-    let mut header = HEADER.to_owned();
-    header.push_str(&"\n".repeat(lines - 3));
-    text.replace_range(start..end, &header);
-    true
+
+    /// One parse started.
+    pub(in crate::parse) fn parse_pass() {
+        PARSES.with(|n| n.set(n.get() + 1));
+    }
+
+    /// The Markdown body was read once more.
+    pub(in crate::parse) fn markdown_pass() {
+        MARKDOWN_PASSES.with(|n| n.set(n.get() + 1));
+    }
+
+    /// A template scan read `bytes` bytes of prose.
+    pub(in crate::parse) fn template_bytes(bytes: usize) {
+        TEMPLATE_BYTES.with(|n| n.set(n.get() + bytes));
+    }
+
+    /// (parses, Markdown passes, template bytes) on this thread so far.
+    pub(in crate::parse) fn so_far() -> (usize, usize, usize) {
+        (
+            PARSES.with(Cell::get),
+            MARKDOWN_PASSES.with(Cell::get),
+            TEMPLATE_BYTES.with(Cell::get),
+        )
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::error::ParseErrorKind;
     use super::*;
 
     fn kinds(source: &str) -> Vec<(&'static str, Option<usize>, Option<usize>)> {
@@ -237,5 +235,107 @@ mod tests {
             source.push_str(&format!("## S{i}\n\n{{{{ bad. }}}}\n\n"));
         }
         assert_eq!(kinds(&source).len(), MAX_DIAGNOSTICS);
+    }
+
+    /// The work `check` does on `source`: (parses, Markdown passes, template bytes).
+    fn work_of(source: &str) -> (Vec<Diagnostic>, (usize, usize, usize)) {
+        let before = work::so_far();
+        let found = check("t.md", source);
+        let after = work::so_far();
+        (
+            found,
+            (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        )
+    }
+
+    #[test]
+    fn four_hundred_thousand_duplicate_headings_take_one_pass() {
+        let mut source = format!("{HEAD}# T\n\n");
+        source.push_str(&"## A\n\n".repeat(400_000));
+        assert!(source.len() > 2_300_000);
+        let (found, (parses, markdown, _)) = work_of(&source);
+        assert_eq!(found.len(), MAX_DIAGNOSTICS);
+        for (k, diagnostic) in found.iter().enumerate() {
+            assert_eq!(diagnostic.error().kind(), ParseErrorKind::DuplicateSection);
+            // The first `## A` is on line 9; the k-th duplicate two lines per heading later.
+            assert_eq!(diagnostic.line(), Some(11 + 2 * k), "{k}");
+            assert_eq!(diagnostic.column(), Some(1));
+        }
+        // One parse, one read of the Markdown: the old check parsed the file 50 times.
+        assert_eq!((parses, markdown), (1, 1));
+    }
+
+    #[test]
+    fn prose_around_erased_headings_and_fences_is_scanned_once() {
+        // Big prose runs between 40 duplicate headings and 5 broken fences: each recovery
+        // goes on where it stopped instead of scanning the region's prose again.
+        let prose = "Some words and a {{ args }} placeholder.\n".repeat(2_000);
+        let mut source = format!("{HEAD}# T\n\n## A\n\n{prose}\n");
+        for _ in 0..40 {
+            source.push_str(&format!("## A\n\n{prose}\n"));
+        }
+        for _ in 0..5 {
+            source.push_str(&format!("```lua\nlocal = 1\n```\n\n{prose}\n"));
+        }
+        let (found, (parses, markdown, template_bytes)) = work_of(&source);
+        let kinds: Vec<&str> = found.iter().map(|d| d.error().kind().as_str()).collect();
+        assert_eq!(kinds.len(), 45, "{kinds:?}");
+        assert!(kinds[..40].iter().all(|k| *k == "duplicate_section"));
+        assert!(kinds[40..].iter().all(|k| *k == "lua_syntax"));
+        assert_eq!((parses, markdown), (1, 1));
+        assert!(
+            template_bytes <= source.len(),
+            "{template_bytes} template bytes scanned for a {}-byte file",
+            source.len()
+        );
+    }
+
+    #[test]
+    fn an_erased_heading_leaves_the_tree_as_it_was() {
+        // The duplicate `## A` closes nothing: `#### D` still sits under `### B`.
+        let source = format!("{HEAD}# T\n\n## A\n\n### B\n\n## A\n\n#### D\n\n{{{{ x. }}}}\n");
+        assert_eq!(
+            kinds(&source),
+            [
+                ("duplicate_section", Some(13), Some(1)),
+                ("template", Some(17), Some(1))
+            ]
+        );
+        // A rule that ends a region's content also ends the erased heading's content.
+        let source = format!(
+            "{HEAD}# T\n\n## A\n\ntext\n\n---\n\n## A\n\n{{{{ x. }}}}\n\n## B\n\n{{{{ y. }}}}\n"
+        );
+        let found = kinds(&source);
+        assert_eq!(
+            found,
+            [
+                ("duplicate_section", Some(15), Some(1)),
+                ("template", Some(21), Some(1))
+            ]
+        );
+    }
+
+    #[test]
+    fn several_problems_in_one_prose_are_each_reported() {
+        let source =
+            format!("{HEAD}# T\n\nA {{{{ x. }}}} b {{= y =}} c {{{{ 1 }}}}\n\nd {{{{ open\n");
+        assert_eq!(
+            kinds(&source),
+            [
+                ("template", Some(9), Some(14)),
+                ("template", Some(9), Some(3)),
+                ("template", Some(9), Some(24)),
+                ("template", Some(11), Some(3)),
+            ]
+        );
+    }
+
+    #[test]
+    fn spans_stay_in_the_files_bytes_after_an_erased_multibyte_text() {
+        let source = format!("{HEAD}# T\n\n## Café\n\n## Café\n\n{{{{ x. }}}}\n");
+        let found = check("t.md", &source);
+        assert_eq!(found.len(), 2);
+        let span = found[1].error().span().unwrap();
+        assert_eq!(&source[span], "{{ x. }}");
     }
 }

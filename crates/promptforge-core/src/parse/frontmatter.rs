@@ -11,6 +11,11 @@ use crate::store::validate_path;
 /// The one `promptforge:` major version this runtime executes.
 pub const SUPPORTED_MAJOR: u32 = 1;
 
+/// How deeply maps and lists may nest in the frontmatter YAML, the top-level map counting as
+/// the first level (64). The format's fields need three; the bound keeps the YAML reader's
+/// stack and time small on hostile input.
+pub const MAX_FRONTMATTER_DEPTH: usize = 64;
+
 /// The default and the bounds of `max_tool_iterations`.
 const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 24;
 const MAX_TOOL_ITERATIONS_CEILING: u32 = 1000;
@@ -86,6 +91,22 @@ impl Frontmatter {
     /// The run result when the walk falls off its last section.
     pub fn default_return(&self) -> Option<&str> {
         self.default_return.as_deref()
+    }
+}
+
+impl Frontmatter {
+    /// A minimal valid frontmatter, standing in for one in error while `check` reads on.
+    pub(crate) fn stand_in() -> Self {
+        Self {
+            name: "check".to_owned(),
+            description: "check".to_owned(),
+            promptforge: SUPPORTED_MAJOR,
+            version: None,
+            max_tool_iterations: NonZeroU32::MIN.saturating_add(DEFAULT_MAX_TOOL_ITERATIONS - 1),
+            input: None,
+            output: None,
+            default_return: None,
+        }
     }
 }
 
@@ -269,7 +290,8 @@ pub(crate) fn parse(split: &Split<'_>) -> Result<Frontmatter, ParseError> {
     let raw: RawFrontmatter = if split.yaml.trim().is_empty() {
         RawFrontmatter::default()
     } else {
-        serde_saphyr::from_str(split.yaml).map_err(|error| yaml_error(&error, split))?
+        serde_saphyr::from_str_with_options(split.yaml, yaml_options())
+            .map_err(|error| yaml_error(&error, split))?
     };
 
     let promptforge_spanned = raw.promptforge.ok_or_else(|| missing("promptforge"))?;
@@ -407,6 +429,41 @@ fn invalid(field: &str, why: &str) -> ParseError {
     )
 }
 
+/// The YAML reader's options: the library's budget, with both nesting limits (block
+/// collections through the budget, flow collections in the scanner) at
+/// [`MAX_FRONTMATTER_DEPTH`].
+fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    let mut budget = options.budget.take().unwrap_or_default();
+    budget.max_depth = MAX_FRONTMATTER_DEPTH;
+    budget.flow_nesting_limit = MAX_FRONTMATTER_DEPTH;
+    options.budget = Some(budget);
+    options
+}
+
+/// Whether the YAML reader stopped at [`MAX_FRONTMATTER_DEPTH`]: the budget's depth breach
+/// for block collections, the scanner's recursion limit for flow ones.
+fn too_deep(error: &serde_saphyr::Error) -> bool {
+    use serde_saphyr::budget::BudgetBreach;
+    use serde_saphyr::granit_parser::ErrorKind;
+    use serde_saphyr::{Error, ExternalMessageSource};
+    let mut error = error;
+    while let Error::WithSnippet { error: inner, .. } | Error::AliasError { error: inner, .. } =
+        error
+    {
+        error = inner;
+    }
+    match error {
+        Error::Budget { breach, .. } => matches!(breach, BudgetBreach::Depth { .. }),
+        Error::ExternalMessage { source, .. } => matches!(
+            &**source,
+            ExternalMessageSource::Parser(scan)
+                if matches!(scan.kind(), ErrorKind::RecursionLimitExceeded)
+        ),
+        _ => false,
+    }
+}
+
 fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
     let text = error.to_string();
     let lower = text.to_lowercase();
@@ -430,6 +487,11 @@ fn yaml_error(error: &serde_saphyr::Error, split: &Split<'_>) -> ParseError {
             .or_else(|| backticked(&text))
             .unwrap_or_else(|| "a key".to_owned());
         format!("frontmatter: the key {key} appears more than once; keep one of them")
+    } else if too_deep(error) {
+        format!(
+            "frontmatter: its YAML nests maps and lists more than {MAX_FRONTMATTER_DEPTH} levels \
+             deep (the top-level map is the first); the format's fields need at most three"
+        )
     } else if lower.contains("alias") || lower.contains("nodes") || lower.contains("budget") {
         "frontmatter: its YAML aliases expand to too much data; write the values out instead \
          of repeating `*alias` references"
@@ -481,4 +543,60 @@ fn first_line_without_location(text: &str) -> String {
         .min()
         .unwrap_or(first.len());
     first[..cut].trim_end_matches([',', ':', ' ']).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frontmatter error for `yaml` (the lines between the `---` delimiters).
+    fn error_of(yaml: &str) -> ParseError {
+        let source = format!("---\n{yaml}---\n\n# T\n");
+        let Some(split) = split(&source) else {
+            panic!("the test source has a frontmatter");
+        };
+        match parse(&split) {
+            Ok(_) => panic!("the frontmatter parsed"),
+            Err(error) => error,
+        }
+    }
+
+    const FIELDS: &str = "name: t\ndescription: t\npromptforge: 1\n";
+
+    #[test]
+    fn nesting_too_deep_names_the_depth_limit_and_its_line() {
+        // Block maps, no alias: `version:` holds 70 maps inside each other.
+        let mut yaml = format!("{FIELDS}version:\n");
+        for level in 1..=70 {
+            yaml.push_str(&format!("{}a:\n", "  ".repeat(level)));
+        }
+        yaml.push_str(&format!("{}b: 1\n", "  ".repeat(71)));
+        let error = error_of(&yaml);
+        assert_eq!(error.kind(), ParseErrorKind::InvalidFrontmatter);
+        let message = error.message();
+        assert!(
+            message.contains(&format!("more than {MAX_FRONTMATTER_DEPTH} levels deep")),
+            "{message}"
+        );
+        assert!(!message.contains("alias"), "{message}");
+        // The map that goes one level too deep opens on the 64th `a:` line: YAML line
+        // 4 + 64, file line 69 (the YAML starts on the file's line 2).
+        assert_eq!(error.line(), Some(69));
+
+        // Flow lists nested past the limit stop in the scanner, under the same limit.
+        for depth in [MAX_FRONTMATTER_DEPTH, 300] {
+            let yaml = format!(
+                "{FIELDS}version: {}{}\n",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            let error = error_of(&yaml);
+            let message = error.message();
+            assert!(
+                message.contains(&format!("more than {MAX_FRONTMATTER_DEPTH} levels deep")),
+                "{depth}: {message}"
+            );
+            assert_eq!(error.line(), Some(5), "{depth}");
+        }
+    }
 }

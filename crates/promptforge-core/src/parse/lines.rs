@@ -12,6 +12,11 @@ impl Lines {
         Self { starts }
     }
 
+    /// The byte offset where 1-based `line` starts, if the source has that line.
+    pub(crate) fn start_of(&self, line: usize) -> Option<usize> {
+        self.starts.get(line.checked_sub(1)?).copied()
+    }
+
     /// The 1-based line holding byte `offset`.
     pub(crate) fn line_of(&self, offset: usize) -> usize {
         self.starts.partition_point(|&start| start <= offset)

@@ -4,7 +4,7 @@
 //! (heading levels, fences, thematic breaks, list items) follows CommonMark and every
 //! diagnostic carries a byte span and a line.
 
-mod check;
+pub(crate) mod check;
 mod error;
 mod frontmatter;
 mod lines;
@@ -16,9 +16,12 @@ use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
+use check::Recovery;
 pub use check::{Diagnostic, MAX_DIAGNOSTICS, check};
 pub use error::{ParseError, ParseErrorKind};
-pub use frontmatter::{FileDeclaration, Frontmatter, SUPPORTED_MAJOR, promptforge_version};
+pub use frontmatter::{
+    FileDeclaration, Frontmatter, MAX_FRONTMATTER_DEPTH, SUPPORTED_MAJOR, promptforge_version,
+};
 pub use outline::{
     FRONTMATTER_FIELDS, FieldDoc, FrontmatterEntry, FrontmatterOutline, LuaBlock, Outline,
     OutlineHeading, OutlineSection, Owner, Placeholder, Resolution, Scope, normalized, outline,
@@ -111,10 +114,19 @@ fn check_size(len: usize) -> Result<(), ParseError> {
 }
 
 pub(crate) fn parse(origin: &str, source: &str) -> Result<PromptData, ParseError> {
-    parse_inner(origin, source).map_err(|error| error.with_origin(origin))
+    parse_with(origin, source, &mut Recovery::none()).map_err(|error| error.with_origin(origin))
 }
 
-fn parse_inner(origin: &str, source: &str) -> Result<PromptData, ParseError> {
+/// Parses `source`, handing each problem found to `recovery`: what it takes, parsing goes
+/// on past (as if the text the problem points at were erased); the first problem it does
+/// not take, or one nothing can be recovered from, is the error.
+fn parse_with(
+    origin: &str,
+    source: &str,
+    recovery: &mut Recovery,
+) -> Result<PromptData, ParseError> {
+    #[cfg(test)]
+    check::work::parse_pass();
     check_size(source.len())?;
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
     let normalized;
@@ -140,7 +152,14 @@ fn parse_inner(origin: &str, source: &str) -> Result<PromptData, ParseError> {
         )
         .at(1, Some(0..0))
     })?;
-    let frontmatter = frontmatter::parse(&split)?;
+    let frontmatter = match frontmatter::parse(&split) {
+        Ok(frontmatter) => frontmatter,
+        Err(error) => {
+            // The body does not depend on the frontmatter: it is still checked.
+            recovery.recover(error)?;
+            Frontmatter::stand_in()
+        }
+    };
     let lines = Lines::new(source);
     let elements = elements(source, split.body_offset);
 
@@ -148,12 +167,15 @@ fn parse_inner(origin: &str, source: &str) -> Result<PromptData, ParseError> {
         source,
         lines: &lines,
         compiler: lua::Compiler::new(origin)?,
+        recovery,
     };
     builder.build(frontmatter, elements, origin)
 }
 
 /// Reads the body into top-level elements.
 fn elements(source: &str, body_offset: usize) -> Vec<Element> {
+    #[cfg(test)]
+    check::work::markdown_pass();
     let body = &source[body_offset..];
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
@@ -258,57 +280,128 @@ enum Piece<'e> {
     List(&'e [Range<usize>]),
 }
 
-/// Walks a region's executable content with the `---` roles: in a section, a rule as the
-/// first content takes it off the walk (the result is `true`); any other rule ends what
+/// Walks a region's executable content with the `---` roles, one element at a time: in a
+/// section, a rule as the first content takes it off the walk; any other rule ends what
 /// executes. The parser and [`outline`] both read regions through it.
-fn walk_region<E>(
-    elements: &[Element],
+///
+/// Each piece goes to a visitor, which answers whether the piece stays: a fence that
+/// `check` recovers from (as if erased) does not count as the region's first content. A
+/// heading that `check` recovers from is [`Walk::skip`]ped: the walk goes on in the same
+/// region. Each byte of prose is visited once.
+struct Walk {
     kind: RegionKind,
-    mut visit: impl FnMut(Piece<'_>) -> Result<(), E>,
-) -> Result<bool, E> {
-    let Some(first) = elements.first() else {
-        return Ok(false);
-    };
-    let end = elements
-        .last()
-        .map_or(first.range().start, |e| e.range().end);
-    let mut prose_from = first.range().start;
-    let mut off_walk = false;
-    for (index, element) in elements.iter().enumerate() {
+    /// The region's elements walked so far, without the erased ones.
+    seen: usize,
+    /// Where the prose not visited yet starts; `None` before the region's first element.
+    prose_from: Option<usize>,
+    /// Where the last element walked ends.
+    end: usize,
+    /// A `---` ended the executable content: nothing more is visited.
+    ended: bool,
+    /// A leading `---` took the section off the walk.
+    off_walk: bool,
+}
+
+impl Walk {
+    fn new(kind: RegionKind) -> Self {
+        Self {
+            kind,
+            seen: 0,
+            prose_from: None,
+            end: 0,
+            ended: false,
+            off_walk: false,
+        }
+    }
+
+    /// Walks `element`, visiting the pieces it completes.
+    fn step<E>(
+        &mut self,
+        element: &Element,
+        visit: &mut impl FnMut(Piece<'_>) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        if self.ended {
+            return Ok(());
+        }
+        let range = element.range();
+        let from = *self.prose_from.get_or_insert(range.start);
+        self.end = range.end;
+        let leading = self.seen == 0;
+        self.seen += 1;
         match element {
-            Element::Rule { range } if index == 0 && kind == RegionKind::Section => {
-                off_walk = true;
-                prose_from = range.end;
+            Element::Rule { range } if leading && self.kind == RegionKind::Section => {
+                self.off_walk = true;
+                self.prose_from = Some(range.end);
             }
             Element::Rule { range } => {
-                visit(Piece::Prose(prose_from..range.start))?;
-                return Ok(off_walk);
+                visit(Piece::Prose(from..range.start))?;
+                self.ended = true;
             }
             Element::Fence {
                 range,
                 role: role @ (FenceRole::Lua | FenceRole::Shared),
                 code,
             } => {
-                visit(Piece::Prose(prose_from..range.start))?;
-                visit(Piece::Fence {
+                visit(Piece::Prose(from..range.start))?;
+                let kept = visit(Piece::Fence {
                     range,
                     role: *role,
                     code,
                 })?;
-                prose_from = range.end;
+                if !kept {
+                    self.seen -= 1;
+                }
+                self.prose_from = Some(range.end);
             }
-            Element::List { items, .. } => visit(Piece::List(items))?,
+            Element::List { items, .. } => {
+                visit(Piece::List(items))?;
+            }
             _ => {}
         }
+        Ok(())
     }
-    visit(Piece::Prose(prose_from..end))?;
-    Ok(off_walk)
+
+    /// Visits the prose up to the end of the last element walked (where a region ends).
+    fn flush<E>(&mut self, visit: &mut impl FnMut(Piece<'_>) -> Result<bool, E>) -> Result<(), E> {
+        if self.ended {
+            return Ok(());
+        }
+        if let Some(from) = self.prose_from {
+            visit(Piece::Prose(from..self.end))?;
+            self.prose_from = Some(self.end.max(from));
+        }
+        Ok(())
+    }
+
+    /// Goes on past an erased heading ending at `end`, in the same region.
+    fn skip(&mut self, end: usize) {
+        if self.prose_from.is_some() {
+            self.prose_from = Some(end);
+            self.end = end;
+        }
+    }
+}
+
+/// Walks a whole region with [`Walk`]; `true` when a leading `---` takes it off the walk.
+fn walk_region<E>(
+    elements: &[Element],
+    kind: RegionKind,
+    mut visit: impl FnMut(Piece<'_>) -> Result<(), E>,
+) -> Result<bool, E> {
+    let mut walk = Walk::new(kind);
+    let mut visit = |piece: Piece<'_>| visit(piece).map(|()| true);
+    for element in elements {
+        walk.step(element, &mut visit)?;
+    }
+    walk.flush(&mut visit)?;
+    Ok(walk.off_walk)
 }
 
 struct Builder<'a> {
     source: &'a str,
     lines: &'a Lines,
     compiler: lua::Compiler,
+    recovery: &'a mut Recovery,
 }
 
 /// Which region a run of elements is: the rules for `---` and `lua shared` differ.
@@ -323,11 +416,21 @@ enum RegionKind {
 }
 
 /// The executable content of one region (the H1 or a section).
+#[derive(Default)]
 struct Region {
     blocks: Vec<Block>,
     shared: Vec<LuaChunk>,
     items: Vec<String>,
-    off_walk: bool,
+}
+
+/// The sections read so far, and the open path of headings a new one nests under.
+#[derive(Default)]
+struct Tree {
+    sections: Vec<Section>,
+    roots: Vec<SectionId>,
+    stack: Vec<SectionId>,
+    /// Sibling names by parent, so the uniqueness check is O(1) per heading.
+    names: std::collections::HashMap<(Option<SectionId>, String), SectionId>,
 }
 
 impl Builder<'_> {
@@ -337,20 +440,28 @@ impl Builder<'_> {
         elements: Vec<Element>,
         origin: &str,
     ) -> Result<PromptData, ParseError> {
-        let heading_at = heading_indices(&elements);
-        let Some(&title_index) = heading_at.first() else {
+        let Some(title_index) = elements
+            .iter()
+            .position(|e| matches!(e, Element::Heading { .. }))
+        else {
             return Err(ParseError::new(
                 ParseErrorKind::MissingTitle,
                 "the prompt has no `# Title` heading (H1)",
             ));
         };
-        if let Some(first) = elements.first().filter(|_| title_index > 0) {
-            let range = first.range();
-            return Err(ParseError::new(
+        // Each element before the title is one problem.
+        for element in &elements[..title_index] {
+            let range = element.range();
+            let blank = self.source[range.clone()].trim().is_empty();
+            let error = ParseError::new(
                 ParseErrorKind::ContentBeforeTitle,
                 "content before the `# Title` heading: the H1 must come first after the frontmatter",
             )
-            .at(self.lines.line_of(range.start), Some(range)));
+            .at(self.lines.line_of(range.start), Some(range));
+            if blank {
+                return Err(error);
+            }
+            self.recovery.recover(error)?;
         }
         let Element::Heading {
             level,
@@ -370,103 +481,43 @@ impl Builder<'_> {
                 Some(title_range.clone()),
             ));
         }
+        let title_line = self.lines.line_of(title_range.start);
 
-        let region_end = |k: usize| heading_at.get(k + 1).copied().unwrap_or(elements.len());
-        let h1 = self.region(&elements[title_index + 1..region_end(0)], RegionKind::H1)?;
-
-        let mut sections: Vec<Section> = Vec::new();
-        let mut roots: Vec<SectionId> = Vec::new();
-        let mut stack: Vec<SectionId> = Vec::new();
-        // Sibling names by parent, so the uniqueness check is O(1) per heading.
-        let mut names: std::collections::HashMap<(Option<SectionId>, String), SectionId> =
-            std::collections::HashMap::new();
-        for (k, &at) in heading_at.iter().enumerate().skip(1) {
-            let Element::Heading { level, text, range } = &elements[at] else {
-                return Err(not_a_heading());
+        let mut tree = Tree::default();
+        let mut h1 = Region::default();
+        // The region being walked: the H1's (`None`) or a section's.
+        let mut owner: Option<SectionId> = None;
+        let mut region = Region::default();
+        let mut walk = Walk::new(RegionKind::H1);
+        for element in &elements[title_index + 1..] {
+            let kind = walk.kind;
+            let mut visit = |piece: Piece<'_>| self.piece(&mut region, kind, piece);
+            let Element::Heading { level, text, range } = element else {
+                walk.step(element, &mut visit)?;
+                continue;
             };
-            let line = self.lines.line_of(range.start);
-            let name = text.trim().to_owned();
-            let located = |kind, message: String| {
-                ParseError::new(kind, message).at(line, Some(range.clone()))
-            };
-            if *level == 1 {
-                return Err(located(
-                    ParseErrorKind::MultipleTitles,
-                    format!(
-                        "a second H1 `# {name}`: a prompt has exactly one title (the first is on line {})",
-                        self.lines.line_of(title_range.start)
-                    ),
-                ));
-            }
-            if name.is_empty() {
-                return Err(located(
-                    ParseErrorKind::EmptyHeading,
-                    "a heading has no text".into(),
-                ));
-            }
-            while stack
-                .last()
-                .is_some_and(|&top| sections[top].level >= *level)
-            {
-                stack.pop();
-            }
-            let parent = stack.last().copied();
-            match parent {
-                None if *level != 2 => {
-                    return Err(located(
-                        ParseErrorKind::RootNotH2,
-                        format!(
-                            "`{}` is a top-level section, so it must be an H2 (`## {name}`)",
-                            crate::prompt::heading(*level, &name)
-                        ),
-                    ));
+            walk.flush(&mut visit)?;
+            match self.section(&tree, *level, text, range, title_line) {
+                Ok(section) => {
+                    close(
+                        &mut tree,
+                        &mut h1,
+                        owner,
+                        std::mem::take(&mut region),
+                        &walk,
+                    );
+                    owner = Some(tree.open(section));
+                    walk = Walk::new(RegionKind::Section);
                 }
-                Some(p) if *level != sections[p].level + 1 => {
-                    return Err(located(
-                        ParseErrorKind::OrphanHeading,
-                        format!(
-                            "`{}` sits directly under `{}` (line {}) and skips a level; use `{}`",
-                            crate::prompt::heading(*level, &name),
-                            sections[p].heading(),
-                            sections[p].line,
-                            crate::prompt::heading(sections[p].level + 1, &name)
-                        ),
-                    ));
+                Err(error) => {
+                    self.recovery.recover(error)?;
+                    walk.skip(range.end);
                 }
-                _ => {}
             }
-            if let Some(&twin) = names.get(&(parent, name.clone())) {
-                return Err(located(
-                    ParseErrorKind::DuplicateSection,
-                    format!(
-                        "duplicate sibling section `{}` on lines {} and {}; sibling names must be unique",
-                        crate::prompt::heading(*level, &name),
-                        sections[twin].line,
-                        line
-                    ),
-                ));
-            }
-            let region = self.region(&elements[at + 1..region_end(k)], RegionKind::Section)?;
-            let id = sections.len();
-            names.insert((parent, name.clone()), id);
-            sections.push(Section {
-                level: *level,
-                name,
-                line,
-                span: range.clone(),
-                off_walk: region.off_walk,
-                blocks: region.blocks,
-                items: region.items,
-                parent,
-                position: parent.map_or(roots.len(), |p| sections[p].children.len()),
-                children: Vec::new(),
-            });
-            match parent {
-                Some(p) => sections[p].children.push(id),
-                None => roots.push(id),
-            }
-            stack.push(id);
         }
+        let kind = walk.kind;
+        walk.flush(&mut |piece: Piece<'_>| self.piece(&mut region, kind, piece))?;
+        close(&mut tree, &mut h1, owner, region, &walk);
 
         Ok(PromptData {
             origin: origin.to_owned(),
@@ -476,51 +527,137 @@ impl Builder<'_> {
             shared: h1.shared,
             prelude: self.compiler.compile_prelude()?,
             chunks: self.compiler.finish()?,
-            sections,
-            roots,
-            names,
+            sections: tree.sections,
+            roots: tree.roots,
+            names: tree.names,
         })
     }
 
-    /// Splits a region's elements into Lua and prose blocks, applying the `---` roles.
-    fn region(&mut self, elements: &[Element], kind: RegionKind) -> Result<Region, ParseError> {
-        let mut region = Region {
-            blocks: Vec::new(),
-            shared: Vec::new(),
-            items: Vec::new(),
+    /// The section a heading opens, checked against the tree so far (which it leaves as it
+    /// is: a heading in error is not part of the tree).
+    fn section(
+        &self,
+        tree: &Tree,
+        level: u8,
+        text: &str,
+        range: &Range<usize>,
+        title_line: usize,
+    ) -> Result<Section, ParseError> {
+        let line = self.lines.line_of(range.start);
+        let name = text.trim().to_owned();
+        let located =
+            |kind, message: String| ParseError::new(kind, message).at(line, Some(range.clone()));
+        if level == 1 {
+            return Err(located(
+                ParseErrorKind::MultipleTitles,
+                format!(
+                    "a second H1 `# {name}`: a prompt has exactly one title (the first is on line {title_line})"
+                ),
+            ));
+        }
+        if name.is_empty() {
+            return Err(located(
+                ParseErrorKind::EmptyHeading,
+                "a heading has no text".into(),
+            ));
+        }
+        let sections = &tree.sections;
+        let parent = tree.parent_of(level);
+        match parent {
+            None if level != 2 => {
+                return Err(located(
+                    ParseErrorKind::RootNotH2,
+                    format!(
+                        "`{}` is a top-level section, so it must be an H2 (`## {name}`)",
+                        crate::prompt::heading(level, &name)
+                    ),
+                ));
+            }
+            Some(p) if level != sections[p].level + 1 => {
+                return Err(located(
+                    ParseErrorKind::OrphanHeading,
+                    format!(
+                        "`{}` sits directly under `{}` (line {}) and skips a level; use `{}`",
+                        crate::prompt::heading(level, &name),
+                        sections[p].heading(),
+                        sections[p].line,
+                        crate::prompt::heading(sections[p].level + 1, &name)
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if let Some(&twin) = tree.names.get(&(parent, name.clone())) {
+            return Err(located(
+                ParseErrorKind::DuplicateSection,
+                format!(
+                    "duplicate sibling section `{}` on lines {} and {}; sibling names must be unique",
+                    crate::prompt::heading(level, &name),
+                    sections[twin].line,
+                    line
+                ),
+            ));
+        }
+        Ok(Section {
+            level,
+            name,
+            line,
+            span: range.clone(),
             off_walk: false,
-        };
-        let off_walk = walk_region(elements, kind, |piece| match piece {
-            Piece::Prose(range) => self.prose(&mut region, range),
+            blocks: Vec::new(),
+            items: Vec::new(),
+            parent,
+            position: parent.map_or(tree.roots.len(), |p| sections[p].children.len()),
+            children: Vec::new(),
+        })
+    }
+
+    /// Takes one piece of a region's executable content into `region`; `false` when
+    /// `check` recovers from an error in it (the piece counts as erased).
+    fn piece(
+        &mut self,
+        region: &mut Region,
+        kind: RegionKind,
+        piece: Piece<'_>,
+    ) -> Result<bool, ParseError> {
+        match piece {
+            Piece::Prose(range) => self.prose(region, range).map(|()| true),
             Piece::Fence { range, role, code } => {
                 let line = self.lines.line_of(range.start);
                 if role == FenceRole::Shared && kind == RegionKind::Section {
-                    return Err(ParseError::new(
-                        ParseErrorKind::MisplacedShared,
-                        "a `lua shared` block belongs in the H1 region, before the first section",
-                    )
-                    .at(line, Some(range.clone())));
+                    self.recovery.recover(
+                        ParseError::new(
+                            ParseErrorKind::MisplacedShared,
+                            "a `lua shared` block belongs in the H1 region, before the first section",
+                        )
+                        .at(line, Some(range.clone())),
+                    )?;
+                    return Ok(false);
                 }
-                let chunk = self.compiler.compile(code, line + 1, range.clone())?;
+                let chunk = match self.compiler.compile(code, line + 1, range.clone()) {
+                    Ok(chunk) => chunk,
+                    Err(error) => {
+                        self.recovery.recover(error)?;
+                        return Ok(false);
+                    }
+                };
                 if role == FenceRole::Shared {
                     region.shared.push(chunk);
                 } else {
                     region.blocks.push(Block::Lua(chunk));
                 }
-                Ok(())
+                Ok(true)
             }
             Piece::List(items) => {
                 region
                     .items
                     .extend(items.iter().map(|r| list_item(&self.source[r.clone()])));
-                Ok(())
+                Ok(true)
             }
-        })?;
-        region.off_walk = off_walk;
-        Ok(region)
+        }
     }
 
-    fn prose(&self, region: &mut Region, range: Range<usize>) -> Result<(), ParseError> {
+    fn prose(&mut self, region: &mut Region, range: Range<usize>) -> Result<(), ParseError> {
         if range.start >= range.end {
             return Ok(());
         }
@@ -531,9 +668,53 @@ impl Builder<'_> {
         }
         let offset = range.start + (raw.len() - raw.trim_start().len());
         let line = self.lines.line_of(offset);
-        let template = Template::parse(text, offset, line)?;
+        let template = Template::parse(text, offset, line, self.recovery)?;
         region.blocks.push(Block::Prose(Prose { template, line }));
         Ok(())
+    }
+}
+
+impl Tree {
+    /// The section a heading of `level` nests under: the innermost open one above it.
+    fn parent_of(&self, level: u8) -> Option<SectionId> {
+        let open = self.open_above(level);
+        open.checked_sub(1).map(|at| self.stack[at])
+    }
+
+    /// How many of the open headings stay open under a heading of `level`.
+    fn open_above(&self, level: u8) -> usize {
+        self.stack
+            .iter()
+            .rposition(|&id| self.sections[id].level < level)
+            .map_or(0, |at| at + 1)
+    }
+
+    /// Adds a checked section and opens it; returns its id.
+    fn open(&mut self, section: Section) -> SectionId {
+        let id = self.sections.len();
+        self.stack.truncate(self.open_above(section.level));
+        self.names
+            .insert((section.parent, section.name.clone()), id);
+        match section.parent {
+            Some(p) => self.sections[p].children.push(id),
+            None => self.roots.push(id),
+        }
+        self.sections.push(section);
+        self.stack.push(id);
+        id
+    }
+}
+
+/// Hands a walked region's content to its owner: the H1 (`None`) or a section.
+fn close(tree: &mut Tree, h1: &mut Region, owner: Option<SectionId>, region: Region, walk: &Walk) {
+    match owner {
+        None => *h1 = region,
+        Some(id) => {
+            let section = &mut tree.sections[id];
+            section.blocks = region.blocks;
+            section.items = region.items;
+            section.off_walk = walk.off_walk;
+        }
     }
 }
 

@@ -1,5 +1,9 @@
 //! Prose templates: `{{ path }}` placeholders, parsed once at parse time.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
+use super::check::Recovery;
 use super::error::{ParseError, ParseErrorKind};
 
 /// A prose block split into literal text and placeholders.
@@ -19,8 +23,18 @@ pub(crate) enum Segment {
 
 impl Template {
     /// Parses `text`, whose first byte sits at `offset` in the file, on 1-based `line`.
-    pub(crate) fn parse(text: &str, offset: usize, line: usize) -> Result<Self, ParseError> {
-        reject_equals_form(text, offset, line)?;
+    /// Each malformed form goes to `recovery`: when it takes it, parsing goes on as if the
+    /// form were erased (the `{= … =}` forms first, then the `{{` placeholders).
+    pub(crate) fn parse(
+        text: &str,
+        offset: usize,
+        line: usize,
+        recovery: &mut Recovery,
+    ) -> Result<Self, ParseError> {
+        #[cfg(test)]
+        super::check::work::template_bytes(text.len());
+        let erased = reject_equals_forms(text, offset, line, recovery)?;
+        let text: &str = &erased;
         let mut segments = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
@@ -46,20 +60,34 @@ impl Template {
             let here = line + newlines;
             let span = Some(offset + open..offset + open + 2);
             let Some(close) = after.find("}}") else {
-                return Err(ParseError::new(
-                    ParseErrorKind::Template,
-                    "unclosed `{{` placeholder: close it with `}}` or write `\\{{` for a literal `{{`",
-                )
-                .at(here, span));
+                recovery.recover(
+                    ParseError::new(
+                        ParseErrorKind::Template,
+                        "unclosed `{{` placeholder: close it with `}}` or write `\\{{` for a literal `{{`",
+                    )
+                    .at(here, span),
+                )?;
+                // Without the `{{`: every later one is unclosed too.
+                rest = after;
+                consumed = open + 2;
+                continue;
             };
             let inner = after[..close].trim();
-            let path = parse_path(inner).map_err(|why| {
-                ParseError::new(
-                    ParseErrorKind::Template,
-                    format!("invalid placeholder `{{{{ {inner} }}}}`: {why}"),
-                )
-                .at(here, Some(offset + open..offset + open + 4 + close))
-            })?;
+            rest = &after[close + 2..];
+            consumed = open + 2 + close + 2;
+            let path = match parse_path(inner) {
+                Ok(path) => path,
+                Err(why) => {
+                    recovery.recover(
+                        ParseError::new(
+                            ParseErrorKind::Template,
+                            format!("invalid placeholder `{{{{ {inner} }}}}`: {why}"),
+                        )
+                        .at(here, Some(offset + open..offset + consumed)),
+                    )?;
+                    continue;
+                }
+            };
             if !literal.is_empty() {
                 segments.push(Segment::Text(std::mem::take(&mut literal)));
             }
@@ -67,8 +95,6 @@ impl Template {
                 path,
                 raw: inner.to_owned(),
             });
-            rest = &after[close + 2..];
-            consumed = open + 2 + close + 2;
         }
         literal.push_str(&unescape(rest));
         if !literal.is_empty() {
@@ -95,10 +121,17 @@ fn unescape(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// Refuses a `{= … =}` form (the guide's Getting Started writes `{= content =}` once, but
 /// only `{{ path }}` is a placeholder): sent as is, the model would get the placeholder
-/// instead of the value. `\{=` writes a literal `{=`. Linear: the first unescaped `{=`
-/// that a `=}` closes is the error, and without a `=}` none after it can be closed.
-fn reject_equals_form(text: &str, offset: usize, line: usize) -> Result<(), ParseError> {
-    let mut search = 0;
+/// instead of the value. `\\{=` writes a literal `{=`. Linear: the first unescaped `{=`
+/// that a `=}` closes is the error, and without a `=}` none after it can be closed. Each
+/// form `recovery` takes is blanked out of the text returned, for the placeholder scan.
+fn reject_equals_forms<'t>(
+    text: &'t str,
+    offset: usize,
+    line: usize,
+    recovery: &mut Recovery,
+) -> Result<Cow<'t, str>, ParseError> {
+    let mut erased: Option<String> = None;
+    let (mut search, mut counted, mut newlines) = (0usize, 0usize, 0usize);
     while let Some(found) = text[search..].find("{=") {
         let open = search + found;
         if open > 0 && text.as_bytes()[open - 1] == b'\\' {
@@ -106,32 +139,53 @@ fn reject_equals_form(text: &str, offset: usize, line: usize) -> Result<(), Pars
             continue;
         }
         let Some(close) = text[open + 2..].find("=}") else {
-            return Ok(());
+            break;
         };
+        let end = open + 2 + close + 2;
         let inner = text[open + 2..open + 2 + close].trim();
         let suggestion = if parse_path(inner).is_ok() {
             format!("`{{{{ {inner} }}}}`")
         } else {
             "`{{ name }}`".to_owned()
         };
-        let here = line
-            + text.as_bytes()[..open]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
+        newlines += text.as_bytes()[counted..open]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        counted = open;
         let shown = crate::error::quote_text(inner, 80, false);
-        return Err(ParseError::new(
-            ParseErrorKind::Template,
-            format!(
-                "`{{= {shown} =}}` is not a placeholder and would reach the model as written; \
-                 write {suggestion} to insert a value (a placeholder reads args, reply, var, sys, \
-                 item or a global the section's Lua sets without `local`), or `\\{{=` for a \
-                 literal `{{=`"
-            ),
-        )
-        .at(here, Some(offset + open..offset + open + 2 + close + 2)));
+        recovery.recover(
+            ParseError::new(
+                ParseErrorKind::Template,
+                format!(
+                    "`{{= {shown} =}}` is not a placeholder and would reach the model as written; \
+                     write {suggestion} to insert a value (a placeholder reads args, reply, var, sys, \
+                     item or a global the section's Lua sets without `local`), or `\\{{=` for a \
+                     literal `{{=`"
+                ),
+            )
+            .at(line + newlines, Some(offset + open..offset + end)),
+        )?;
+        blank(erased.get_or_insert_with(|| text.to_owned()), open..end);
+        search = end;
     }
-    Ok(())
+    Ok(erased.map_or(Cow::Borrowed(text), Cow::Owned))
+}
+
+/// Blanks `range` of `text` out: each character but a newline becomes as many spaces as it
+/// has bytes, so every offset after it stays where it was.
+fn blank(text: &mut String, range: Range<usize>) {
+    let blank: String = text[range.clone()]
+        .chars()
+        .map(|c| {
+            if c == '\n' {
+                "\n".to_owned()
+            } else {
+                " ".repeat(c.len_utf8())
+            }
+        })
+        .collect();
+    text.replace_range(range, &blank);
 }
 
 pub(crate) fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
@@ -158,6 +212,11 @@ pub(crate) fn parse_path(inner: &str) -> Result<Vec<String>, &'static str> {
 mod tests {
     use super::*;
 
+    /// Parses as the parser does: stopping at the first problem.
+    fn parse(text: &str, offset: usize, line: usize) -> Result<Template, ParseError> {
+        Template::parse(text, offset, line, &mut Recovery::none())
+    }
+
     fn placeholders(t: &Template) -> Vec<String> {
         t.segments
             .iter()
@@ -170,14 +229,14 @@ mod tests {
 
     #[test]
     fn splits_text_and_placeholders() {
-        let t = Template::parse("Hi {{ args }}, see {{var.a.b}} and {{ item.1 }}.", 0, 1).unwrap();
+        let t = parse("Hi {{ args }}, see {{var.a.b}} and {{ item.1 }}.", 0, 1).unwrap();
         assert_eq!(placeholders(&t), ["args", "var.a.b", "item.1"]);
         assert_eq!(t.segments.len(), 7);
     }
 
     #[test]
     fn backslash_escapes_a_literal_open() {
-        let t = Template::parse(r"use \{{ name }} literally", 0, 1).unwrap();
+        let t = parse(r"use \{{ name }} literally", 0, 1).unwrap();
         assert!(t.is_literal());
         assert_eq!(
             t.segments,
@@ -187,12 +246,12 @@ mod tests {
 
     #[test]
     fn equals_forms_are_refused_unless_escaped() {
-        let error = Template::parse("Read:\n\n{= content =} and {{ args }}", 50, 3).unwrap_err();
+        let error = parse("Read:\n\n{= content =} and {{ args }}", 50, 3).unwrap_err();
         assert_eq!(error.kind(), ParseErrorKind::Template);
         assert_eq!(error.line(), Some(5));
         assert_eq!(error.span(), Some(57..70));
         assert!(error.message().contains("`{{ content }}`"), "{error}");
-        let t = Template::parse(r"write \{= x =} or {{ args }}; a {= alone", 0, 1).unwrap();
+        let t = parse(r"write \{= x =} or {{ args }}; a {= alone", 0, 1).unwrap();
         assert_eq!(
             t.segments,
             [
@@ -204,13 +263,13 @@ mod tests {
                 Segment::Text("; a {= alone".into()),
             ]
         );
-        let odd = Template::parse("{= 1 + 2 =}", 0, 1).unwrap_err();
+        let odd = parse("{= 1 + 2 =}", 0, 1).unwrap_err();
         assert!(odd.message().contains("`{{ name }}`"), "{odd}");
     }
 
     #[test]
     fn rejects_malformed_placeholders_with_their_line() {
-        let error = Template::parse("ok\n\nbad {{ args", 100, 7).unwrap_err();
+        let error = parse("ok\n\nbad {{ args", 100, 7).unwrap_err();
         assert_eq!(error.kind(), ParseErrorKind::Template);
         assert_eq!(error.line(), Some(9));
         assert_eq!(error.span(), Some(108..110));
@@ -221,7 +280,7 @@ mod tests {
             "{{ a..b }}",
             "{{ args() }}",
         ] {
-            assert!(Template::parse(bad, 0, 1).is_err(), "{bad}");
+            assert!(parse(bad, 0, 1).is_err(), "{bad}");
         }
     }
 }
