@@ -400,7 +400,15 @@ async fn page(State(app): State<App>, Path(token): Path<String>, headers: Header
     }
     no_store(
         (
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                // The page's own meta-tag policy, also as a header: only the page's script
+                // runs, by its hash.
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    promptforge_trace::viewer::content_security_policy(),
+                ),
+            ],
             promptforge_trace::viewer::live_html(),
         )
             .into_response(),
@@ -484,6 +492,10 @@ mod tests {
         let page = get(url.clone()).await.unwrap();
         assert_eq!(page.status(), 200);
         assert_eq!(page.headers()["cache-control"], "no-store");
+        assert_eq!(
+            page.headers()["content-security-policy"],
+            promptforge_trace::viewer::content_security_policy()
+        );
         assert!(page.text().await.unwrap().contains("\"mode\":\"live\""));
         let base = url.trim_end_matches('/');
         let (origin, token) = base.rsplit_once('/').unwrap();
