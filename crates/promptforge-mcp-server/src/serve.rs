@@ -470,11 +470,14 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     next.run(request).await
 }
 
-/// The session cap's state: the sessions and `[server].max_sessions`.
+/// The session cap's state: the sessions, `[server].max_sessions`, and the gate that lets
+/// one `initialize` at a time count the sessions and open its own, so concurrent ones cannot
+/// pass the cap together.
 #[derive(Debug, Clone)]
 struct Cap {
     sessions: Arc<WatchedSessions>,
     max: usize,
+    opening: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Whether a JSON-RPC body is an `initialize` request (the one request that opens a session).
@@ -488,11 +491,13 @@ fn is_initialize(body: &[u8]) -> bool {
 }
 
 /// Refuses an `initialize` with 503 while `[server].max_sessions` sessions are held. Only a
-/// `POST` without `Mcp-Session-Id` can open one, and its body is read only at the cap.
+/// `POST` without `Mcp-Session-Id` can open one. Its body is read first (bounded), so a slow
+/// upload never holds the gate; then an `initialize` counts the sessions and, under the
+/// cap, opens its own while holding the gate: rmcp has stored the session before it answers.
 async fn session_cap(State(cap): State<Cap>, request: Request, next: Next) -> Response {
     let opens = request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    if !opens || cap.sessions.count().await < cap.max {
+    if !opens {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -502,7 +507,12 @@ async fn session_cap(State(cap): State<Cap>, request: Request, next: Next) -> Re
             "the request body is over the 4 MiB limit",
         );
     };
-    if is_initialize(&bytes) {
+    let request = Request::from_parts(parts, Body::from(bytes.clone()));
+    if !is_initialize(&bytes) {
+        return next.run(request).await;
+    }
+    let _gate = cap.opening.lock().await;
+    if cap.sessions.count().await >= cap.max {
         let mut response = refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!(
@@ -516,8 +526,7 @@ async fn session_cap(State(cap): State<Cap>, request: Request, next: Next) -> Re
             .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
         return response;
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    next.run(request).await
 }
 
 async fn healthz() -> impl IntoResponse {
@@ -570,6 +579,7 @@ pub async fn serve_http_on(
     let cap = Cap {
         sessions: Arc::clone(&sessions),
         max: booted.config.server.max_sessions,
+        opening: Arc::default(),
     };
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(Arc::clone(&shared)).watching(Arc::clone(&attachments))),

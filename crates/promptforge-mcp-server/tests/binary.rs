@@ -453,5 +453,27 @@ async fn an_initialize_over_the_session_cap_is_refused_with_503() {
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
     assert_eq!(post().send().await.unwrap().status(), 200);
+    // Initializes that arrive together cannot pass the cap together: with the two places
+    // taken again, none of eight concurrent ones opens a session, and after one place is
+    // freed exactly one of eight does.
+    let burst = || futures::future::join_all((0..8).map(|_| post().send()));
+    let opened = |answers: Vec<reqwest::Result<reqwest::Response>>| {
+        answers
+            .into_iter()
+            .map(|r| r.unwrap().status())
+            .inspect(|status| assert!(*status == 200 || *status == 503, "{status}"))
+            .filter(|status| *status == 200)
+            .count()
+    };
+    assert_eq!(opened(burst().await), 0);
+    let r = client
+        .delete(&mcp)
+        .header("authorization", format!("Bearer {MCP_KEY}"))
+        .header("mcp-session-id", sessions.pop().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(opened(burst().await), 1);
     assert!(server.terminate().await.success());
 }
