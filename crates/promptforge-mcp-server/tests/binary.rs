@@ -429,6 +429,16 @@ async fn an_initialize_over_the_session_cap_is_refused_with_503() {
             .header("content-type", "application/json")
             .body(init.to_string())
     };
+    let end_session = |id: reqwest::header::HeaderValue| {
+        let request = client
+            .delete(&mcp)
+            .header("authorization", format!("Bearer {MCP_KEY}"))
+            .header("mcp-session-id", id);
+        async move {
+            let r = request.send().await.unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+        }
+    };
     let mut sessions = Vec::new();
     for _ in 0..2 {
         let r = post().send().await.unwrap();
@@ -444,14 +454,7 @@ async fn an_initialize_over_the_session_cap_is_refused_with_503() {
         "{message}"
     );
     // Ending a session frees its place.
-    let r = client
-        .delete(&mcp)
-        .header("authorization", format!("Bearer {MCP_KEY}"))
-        .header("mcp-session-id", sessions.pop().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    end_session(sessions.pop().unwrap()).await;
     assert_eq!(post().send().await.unwrap().status(), 200);
     // Initializes that arrive together cannot pass the cap together: with the two places
     // taken again, none of eight concurrent ones opens a session, and after one place is
@@ -466,14 +469,7 @@ async fn an_initialize_over_the_session_cap_is_refused_with_503() {
             .count()
     };
     assert_eq!(opened(burst().await), 0);
-    let r = client
-        .delete(&mcp)
-        .header("authorization", format!("Bearer {MCP_KEY}"))
-        .header("mcp-session-id", sessions.pop().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    end_session(sessions.pop().unwrap()).await;
     assert_eq!(opened(burst().await), 1);
     assert!(server.terminate().await.success());
 }

@@ -49,6 +49,17 @@ async fn save_two_and_see_it(prompts: &std::path::Path, shared: &Shared) {
     .await;
 }
 
+/// A booted server with its watcher running, once a first save (`one.md`) reached the
+/// catalog through it.
+async fn watching_with_one() -> (tempfile::TempDir, Upstream, Config, Arc<Shared>, Watcher) {
+    let (dir, upstream, config, shared) = booted(true).await;
+    let watcher = Watcher::start(config.clone(), Arc::clone(&shared)).unwrap();
+    let one = dir.path().join("prompts/one.md");
+    std::fs::write(one, prompt("one", "First", "return 1")).unwrap();
+    eventually("one listed", || names(&shared).contains(&"one".to_owned())).await;
+    (dir, upstream, config, shared, watcher)
+}
+
 fn names(shared: &Shared) -> Vec<String> {
     shared
         .current()
@@ -140,11 +151,8 @@ async fn restart_only_settings_are_not_applied() {
 /// (its first save then often landed in that same window and was reloaded with it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_moved_away_and_back_within_one_window_is_watched_again() {
-    let (dir, _upstream, config, shared) = booted(true).await;
-    let watcher = Watcher::start(config.clone(), Arc::clone(&shared)).unwrap();
+    let (dir, _upstream, _config, shared, watcher) = watching_with_one().await;
     let prompts = dir.path().join("prompts");
-    std::fs::write(prompts.join("one.md"), prompt("one", "First", "return 1")).unwrap();
-    eventually("one listed", || names(&shared).contains(&"one".to_owned())).await;
 
     let before = shared.current().number;
     let aside = dir.path().join("aside");
@@ -195,11 +203,8 @@ async fn files_saved_without_pause_still_reach_the_catalog() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_watch_is_registered_again_and_nothing_publishes_after_shutdown() {
-    let (dir, _upstream, config, shared) = booted(true).await;
-    let watcher = Watcher::start(config.clone(), Arc::clone(&shared)).unwrap();
+    let (dir, _upstream, config, shared, watcher) = watching_with_one().await;
     let prompts = dir.path().join("prompts");
-    std::fs::write(prompts.join("one.md"), prompt("one", "First", "return 1")).unwrap();
-    eventually("one listed", || names(&shared).contains(&"one".to_owned())).await;
 
     // The directory disappears and comes back: the watch is re-registered.
     let before = shared.current().number;
