@@ -24,6 +24,18 @@ use promptforge_trace::otlp::to_span_data;
 use serde_json::json;
 use support::{KEY, Reply, Upstream};
 
+/// Hostile values the run records and that content capture alone exports.
+const RECORDED_MARKS: [&str; 8] = [
+    "PFLEAK_ARGS",
+    "PFLEAK_NEW",
+    "PFLEAK_TOOLARGS",
+    "PFLEAK_TOOLRESULT",
+    "PFLEAK_UNKNOWN_TOOL",
+    "PFLEAK_REPLY",
+    "PFLEAK response id",
+    "PFLEAK call id",
+];
+
 /// What every hostile value carries; nothing with it may leave without content capture.
 const MARK: &str = "PFLEAK";
 
@@ -167,16 +179,7 @@ async fn without_content_capture_no_hostile_value_is_exported() {
         .iter()
         .map(|s| format!("{} {:?} {:?}", s.name(), s.attrs(), s.error()))
         .collect();
-    for mark in [
-        "PFLEAK_ARGS",
-        "PFLEAK_NEW",
-        "PFLEAK_TOOLARGS",
-        "PFLEAK_TOOLRESULT",
-        "PFLEAK_UNKNOWN_TOOL",
-        "PFLEAK_REPLY",
-        "PFLEAK response id",
-        "PFLEAK call id",
-    ] {
+    for mark in RECORDED_MARKS {
         assert!(recorded.contains(mark), "the trace recorded no {mark}");
     }
     // ... and the export, without capture, carries none of it anywhere.
@@ -372,16 +375,7 @@ async fn with_content_capture_the_contents_are_exported() {
     let exported = export(&spans, true);
     let all: Vec<String> = exported.iter().flat_map(strings).collect();
     let holding = |mark: &str| all.iter().filter(|t| t.contains(mark)).count();
-    for mark in [
-        "PFLEAK_ARGS",
-        "PFLEAK_NEW",
-        "PFLEAK_TOOLARGS",
-        "PFLEAK_TOOLRESULT",
-        "PFLEAK_UNKNOWN_TOOL",
-        "PFLEAK_REPLY",
-        "PFLEAK response id",
-        "PFLEAK call id",
-    ] {
+    for mark in RECORDED_MARKS {
         assert!(holding(mark) > 0, "nothing exports {mark}");
     }
     // Still never in a span name.
